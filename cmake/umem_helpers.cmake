@@ -1,0 +1,29 @@
+# Warnings, sanitizers and the layer helper shared by every target.
+
+set(UMEM_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+                  -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Woverloaded-virtual)
+if(UMEM_WERROR)
+  list(APPEND UMEM_WARNINGS -Werror)
+endif()
+
+if(UMEM_SANITIZE)
+  add_compile_options(-fsanitize=${UMEM_SANITIZE} -fno-omit-frame-pointer
+                      -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${UMEM_SANITIZE})
+endif()
+
+# umem_layer(NAME DEPS ...): a static, PIC library from NAME/src/*.cpp with NAME/include public.
+function(umem_layer name)
+  cmake_parse_arguments(L "" "" "DEPS;PRIVATE_DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/*.cpp)
+  if(NOT srcs)  # a layer whose issue has not landed yet
+    set(srcs ${PROJECT_SOURCE_DIR}/cmake/empty.cpp)
+  endif()
+  add_library(umem_${name} STATIC ${srcs})
+  target_include_directories(umem_${name} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>)
+  target_link_libraries(umem_${name} PUBLIC ${L_DEPS} PRIVATE ${L_PRIVATE_DEPS})
+  target_compile_options(umem_${name} PRIVATE ${UMEM_WARNINGS})
+  set_target_properties(umem_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endfunction()
