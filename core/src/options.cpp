@@ -18,8 +18,6 @@ constexpr std::array kOptions{
     env_option{"ROCM_PATH", "unset", "ROCm install prefix; $ROCM_PATH/lib is searched for ROCr."},
     env_option{"HSA_XNACK", "unset",
                "Read by ROCr itself at hsa_init (1 = XNACK on); umem reports it, never sets it."},
-    env_option{"UMEM_SYSFS_ROOT", "/",
-               "Root directory prefixed to every sysfs/procfs path (replay a captured tree)."},
 };
 
 }  // namespace

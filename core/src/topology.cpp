@@ -126,4 +126,6 @@ const char* to_string(iommu_mode m) {
   return "unknown";
 }
 
+const char* to_string(pool_location l) { return l == pool_location::cpu ? "cpu" : "gpu"; }
+
 }  // namespace umem

@@ -209,5 +209,6 @@ const char* to_string(pool_segment);
 const char* to_string(coherence);
 const char* to_string(runtime_state);
 const char* to_string(iommu_mode);
+const char* to_string(pool_location);
 
 }  // namespace umem

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: dependencies, a warnings-as-errors build with all tests,
+# the same under AddressSanitizer + UndefinedBehaviorSanitizer, and bounded fuzzing.
+# Env: UMEM_FUZZ_SECONDS (default 30 per target), UMEM_SKIP_FUZZ=1, UMEM_SKIP_ASAN=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+
+echo "== release build + tests"
+dir=$(scripts/build.sh release | tail -n 1)
+ctest --test-dir "$dir" --output-on-failure -j 2
+
+if [ "${UMEM_SKIP_ASAN:-0}" != 1 ]; then
+  echo "== ASan+UBSan build + tests"
+  dir=$(scripts/build.sh asan | tail -n 1)
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$dir" --output-on-failure -j 2
+fi
+
+if [ "${UMEM_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzzers (bounded)"
+  dir=$(scripts/build.sh fuzz | tail -n 1)
+  scripts/run-fuzzers.sh "$dir" "${UMEM_FUZZ_SECONDS:-30}"
+fi
+echo "test.sh: all stages passed"

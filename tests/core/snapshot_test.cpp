@@ -1,0 +1,167 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "umem/core/error.hpp"
+#include "umem/core/snapshot.hpp"
+
+namespace umem {
+namespace {
+
+// A model with every optional field set, every enum non-default and odd values, so a field the
+// serializer forgets or mangles shows up as an inequality.
+topology full_model() {
+  topology t;
+  t.sources = {"rocr", "kfd-sysfs:/", "hwloc"};
+  t.hostname = "node17";
+  t.hsa.state = runtime_state::available;
+  t.hsa.state_reason = "hsa_init succeeded";
+  t.hsa.library_path = "/opt/rocm/lib/libhsa-runtime64.so.1";
+  t.hsa.version_major = 1;
+  t.hsa.version_minor = 18;
+  t.hsa.ext_version_major = 1;
+  t.hsa.ext_version_minor = 11;
+  t.hsa.xnack_enabled = true;
+  t.hsa.svm_supported = true;
+  t.hsa.svm_accessible_by_default = false;
+  t.hsa.virtual_mem_api_supported = true;
+  t.hsa.dmabuf_supported = false;
+  t.hsa.mwaitx_enabled = false;
+  agent g;
+  g.kind = agent_kind::gpu;
+  g.name = "gfx942";
+  g.marketing_name = "AMD Instinct MI300A";
+  g.vendor_name = "AMD";
+  g.uuid = "GPU-5bd3148dc76b831a";
+  g.kfd_node = 5;
+  g.isas = {"amdgcn-amd-amdhsa--gfx942:sramecc+:xnack+", "amdgcn-amd-amdhsa--gfx9-4-generic"};
+  g.is_apu = true;
+  g.coherent_host_access = true;
+  g.compute_units = 228;
+  g.simds_per_cu = 4;
+  g.shader_engines = 24;
+  g.num_xcc = 6;
+  g.chip_id = 0x74a0;
+  g.bdfid = 16640;
+  g.pci_domain = 1;
+  g.nearest_cpu_kfd_node = 1;
+  memory_pool p;
+  p.global_flags = pool_flag::coarse_grained;
+  p.size_bytes = 98647808ull * 1024;
+  p.alloc_allowed = true;
+  p.alloc_granule = 4096;
+  p.alloc_rec_granule = 2u << 20;
+  p.alloc_alignment = 4096;
+  p.alloc_max_size = 1ull << 40;
+  p.location = pool_location::gpu;
+  g.pools.push_back(p);
+  memory_pool group;
+  group.segment = pool_segment::group;
+  group.size_bytes = 65536;
+  g.pools.push_back(group);
+  t.agents.push_back(g);
+  agent c;
+  c.kind = agent_kind::cpu;
+  c.name = "AMD Instinct MI300A Accelerator";
+  t.agents.push_back(c);
+  t.numa.nodes = {{0, {0, 1, 96}, 128193ull << 20, 126397ull << 20, 0},
+                  {1, {24, 25}, 128719ull << 20, std::nullopt, std::nullopt}};
+  t.numa.distances = {{10, 32}, {32, 10}};
+  kfd_node k;
+  k.id = 4;
+  k.name = "gfx942";
+  k.gpu_id = 12345;
+  k.properties = {{"simd_count", 912}, {"device_id", 29856}};
+  k.mem_banks = {{1, 25767706624ull, 0, 64, 1300}};
+  k.io_links = {{11, 4, 5, 15, 1, 2, 3}};
+  t.kfd_nodes.push_back(k);
+  t.knobs.amdgpu_noretry = 1;
+  t.knobs.ttm_module = "amdttm";
+  t.knobs.ttm_pages_limit = 98540199;
+  t.knobs.ttm_page_pool_size = 98540199;
+  t.knobs.thp_enabled = "madvise";
+  t.knobs.thp_defrag = "never";
+  t.knobs.numa_balancing = 1;
+  t.knobs.compaction_proactiveness = 0;
+  t.knobs.compact_unevictable_allowed = 1;
+  t.knobs.iommu = iommu_mode::passthrough;
+  t.knobs.iommu_evidence = "iommu=pt on the kernel command line";
+  t.knobs.mem_total_bytes = 526121644ull * 1024;
+  t.gpu_numa = {{5, 1, "rocr-nearest-cpu", "NEAREST_CPU is KFD node 1"},
+                {6, std::nullopt, "none", "no evidence"}};
+  return t;
+}
+
+TEST(Snapshot, FullModelRoundTripsExactly) {
+  const topology t = full_model();
+  const topology back = snapshot_from_json(snapshot_to_json(t));
+  EXPECT_EQ(back, t);
+  EXPECT_EQ(back.agents[0].pools[0].alloc_rec_granule, 2u << 20);
+  EXPECT_FALSE(back.numa.nodes[1].memory_free_bytes.has_value());
+}
+
+TEST(Snapshot, EmptyModelRoundTrips) {
+  const topology t;
+  EXPECT_EQ(snapshot_from_json(snapshot_to_json(t)), t);
+}
+
+TEST(Snapshot, UnknownIsNullNotFalse) {
+  topology t;
+  const std::string text = snapshot_to_json(t);
+  EXPECT_NE(text.find("\"xnack_enabled\": null"), std::string::npos) << text;
+}
+
+TEST(Snapshot, FileRoundTrip) {
+  const auto dir = std::filesystem::temp_directory_path() / "umem_snapshot_test";
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "node.json";
+  save_snapshot(full_model(), file);
+  EXPECT_EQ(load_snapshot(file), full_model());
+  std::filesystem::remove_all(dir);
+}
+
+void expect_parse_error(const std::string& text, const std::string& needle) {
+  try {
+    snapshot_from_json(text, "bug.json");
+    FAIL() << "accepted: " << text;
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::parse_error);
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bug.json"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Snapshot, RejectsBadInputWithThePath) {
+  expect_parse_error("{not json", "not valid JSON");
+  expect_parse_error("[1,2]", "not a umem topology snapshot");
+  expect_parse_error(R"({"format":"something-else"})", "not a umem topology snapshot");
+  std::string text = snapshot_to_json(full_model());
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string s = text;
+    auto pos = s.find(from);
+    EXPECT_NE(pos, std::string::npos) << from;
+    return s.replace(pos, from.size(), to);
+  };
+  expect_parse_error(replace("\"schema_version\": 1", "\"schema_version\": 99"),
+                     "schema_version 99 is not supported");
+  expect_parse_error(replace("\"kind\": \"gpu\"", "\"kind\": \"fpga\""),
+                     "$.agents[0].kind: unknown value 'fpga'");
+  expect_parse_error(replace("\"compute_units\": 228", "\"compute_units\": \"many\""),
+                     "$.agents[0].compute_units: wrong type (string)");
+  expect_parse_error(replace("\"hostname\": \"node17\",", ""), "$.hostname: missing");
+  expect_parse_error(replace("\"compute_units\": 228", "\"compute_units\": -1"),
+                     "$.agents[0].compute_units");
+}
+
+TEST(Snapshot, MissingFileIsNotFound) {
+  try {
+    load_snapshot("/nonexistent/umem.json");
+    FAIL();
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::not_found);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/umem.json"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace umem
