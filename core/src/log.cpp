@@ -8,6 +8,9 @@ namespace umem {
 
 spdlog::logger& log() {
   static const std::shared_ptr<spdlog::logger> logger = [] {
+    // A second copy of umem_core in the process (e.g. the ROCr test double) shares spdlog's
+    // registry; reuse its logger instead of failing to register the name twice.
+    if (auto existing = spdlog::get("umem")) return existing;
     auto l = spdlog::stderr_color_mt("umem");
     l->set_pattern("[umem %l] %v");
     auto level = spdlog::level::warn;

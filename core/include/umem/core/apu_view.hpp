@@ -23,7 +23,7 @@ namespace umem {
 
 struct apu_socket {
   int numa_node = -1;                     // -1: agents with no known NUMA node
-  const numa_node* numa = nullptr;        // null when the model has no data for this node
+  const umem::numa_node* numa = nullptr;  // null when the model has no data for this node
   std::vector<const agent*> cpu_agents;   // CPU agents on this node, ascending KFD node
   std::vector<const agent*> gpu_agents;   // GPUs bound to this node by topo.gpu_numa, HSA order
   std::uint64_t socket_memory_bytes = 0;  // NUMA node memory, else the CPU agents' largest GLOBAL pool

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz) and runs each for a bounded time, seeded with the real
+# captures. The seeds are copied into a temporary directory, never into the repository.
+#
+# Usage: scripts/run-fuzzers.sh BUILD_DIR SECONDS_PER_TARGET
+#   BUILD_DIR  a build directory for fuzzing only (configured here with clang if new)
+#   UMEM_FIXTURES_DIR overrides the captures' folder (default ../shared/fixtures/machines).
+# Exits non-zero if any target crashes, hangs or a sanitizer reports; the input that did it is
+# kept in BUILD_DIR/fuzz-findings/ and the end of the target's log is printed.
+set -euo pipefail
+
+if [[ $# -ne 2 || ! $2 =~ ^[0-9]+$ ]]; then
+  echo "usage: $0 BUILD_DIR SECONDS_PER_TARGET" >&2
+  exit 2
+fi
+build=$1
+seconds=$2
+root=$(cd "$(dirname "$0")/.." && pwd)
+fixtures=${UMEM_FIXTURES_DIR:-$root/../shared/fixtures/machines}
+if [[ ! -d $fixtures ]]; then
+  echo "$0: no captures at $fixtures (set UMEM_FIXTURES_DIR)" >&2
+  exit 2
+fi
+
+CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S "$root" -B "$build" -G Ninja \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUMEM_BUILD_FUZZERS=ON >/dev/null
+cmake --build "$build" -j 2 --target fuzz_rocminfo fuzz_numactl fuzz_snapshot fuzz_snapshot_seeds
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/umem-fuzz.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/rocminfo" "$work/numactl" "$work/snapshot"
+cp "$fixtures"/rocminfo* "$fixtures"/kfd_mem_banks_rocminfo* "$work/rocminfo/"
+cp "$fixtures"/numactl* "$work/numactl/"
+"$build/tests/fuzz/fuzz_snapshot_seeds" "$work/snapshot" "$work"/rocminfo/* "$work"/numactl/*
+
+findings=$build/fuzz-findings
+mkdir -p "$findings"
+status=0
+for target in rocminfo numactl snapshot; do
+  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536
+        -print_final_stats=1 -artifact_prefix="$findings/$target-")
+  dict=$root/tests/fuzz/$target.dict
+  [[ -f $dict ]] && args+=(-dict="$dict")
+  log=$work/$target.log
+  if "$build/tests/fuzz/fuzz_$target" "${args[@]}" "$work/$target" >"$log" 2>&1; then
+    echo "fuzz_$target: no finding in ${seconds}s ($(grep -m1 'stat::number_of_executed_units' "$log" | awk '{print $2}') runs)"
+  else
+    echo "fuzz_$target: FINDING (input kept in $findings/)" >&2
+    tail -n 60 "$log" >&2
+    status=1
+  fi
+done
+exit $status

@@ -1,0 +1,97 @@
+// The ROCr test double's state: the machine it serves, the ROCr release it imitates, and every
+// allocation, lock, SVM range, signal and VMM object handed out, plus the call log tests read.
+//
+// Note [What the double is]
+// A shared library exporting the hsa_* entry points umem uses, loaded through the same dlopen
+// path as the real runtime (UMEM_HSA_RUNTIME_LIB). hsa_init loads the snapshot JSON named by
+// UMEM_ROCR_DOUBLE_SNAPSHOT (unset: behave like a node without /dev/kfd, hsa_init returns
+// OUT_OF_RESOURCES). UMEM_ROCR_DOUBLE_VERSION = 5.2.3 | 6.4 | 7.1 picks the release imitated:
+// attributes a release lacks answer INVALID_ARGUMENT. An attribute the snapshot leaves nullopt
+// also answers INVALID_ARGUMENT, so discovery through the double rebuilds exactly the snapshot.
+// Symbols cannot be removed at run time, so the double is built twice: with the VMM/dmabuf
+// exports (6.4/7.1) and without them (5.2.3); asking a build for the other kind fails hsa_init.
+// It is strict on purpose, to serve as a call checker: bad handles, non-null allow_access flags
+// and frees of unknown pointers are rejected as ROCr does, and every memory call is logged.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "umem/core/topology.hpp"
+
+#define UMEM_DOUBLE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace umem::rocr_double {
+
+enum class release { v5_2_3, v6_4, v7_1 };
+
+struct allocation {
+  std::string id;  // "a1", "a2": stable names for the call log
+  std::size_t size = 0;
+  std::size_t mapped = 0;
+  std::size_t agent = 0;          // index of the pool's agent
+  std::size_t pool = 0;           // index of the pool within its agent
+  std::set<std::size_t> allowed;  // agents given access by allow_access
+};
+
+struct locked_range {
+  std::string id;  // "l1", ...
+  std::size_t size = 0;
+  std::vector<std::size_t> agents;       // empty: all agents
+  std::optional<std::size_t> cpu_agent;  // owner of the pool of lock_to_pool
+};
+
+struct state {
+  std::mutex mu;
+  int init_count = 0;
+  release version = release::v7_1;
+  topology machine;
+  std::string log;
+  unsigned next_id = 1;
+  std::map<std::uintptr_t, allocation> allocations;  // by start address
+  std::map<std::uintptr_t, locked_range> locks;
+  // SVM attributes by (start, size): attribute -> value, agent access by agent index.
+  std::map<std::pair<std::uintptr_t, std::size_t>, std::map<std::uint64_t, std::uint64_t>> svm;
+  std::map<std::pair<std::uintptr_t, std::size_t>, std::map<std::size_t, std::uint64_t>> svm_access;
+  std::set<std::uint64_t> signals;
+  int event_handlers = 0;  // registered; the double never raises GPU events
+  // VMM (6.4/7.1 build): reserved ranges, physical handles, mappings (start -> size, handle).
+  std::map<std::uintptr_t, std::size_t> reservations;
+  std::map<std::uint64_t, std::pair<std::size_t, std::size_t>> vmem_handles;  // -> size, agent
+  std::map<std::uintptr_t, std::pair<std::size_t, std::uint64_t>> mappings;
+  std::map<std::uintptr_t, std::map<std::size_t, std::uint32_t>> access;  // mapping -> agent perms
+  std::set<int> dmabufs;
+};
+
+// The one instance; every entry point locks state().mu.
+state& the_state();
+
+// Built with the VMM and dmabuf exports (6.4/7.1 build) or without (5.2.3 build).
+bool built_with_vmem();
+
+// Handles: a tag in the top 16 bits, 1-based indices below, so 0 and foreign values never
+// decode. Valid only while initialised and only for this machine.
+std::uint64_t agent_handle(std::size_t agent);
+std::uint64_t pool_handle(std::size_t agent, std::size_t pool);
+std::uint64_t isa_handle(std::size_t agent, std::size_t isa);
+std::optional<std::size_t> decode_agent(const state& s, std::uint64_t handle);
+std::optional<std::pair<std::size_t, std::size_t>> decode_pool(const state& s,
+                                                               std::uint64_t handle);
+std::optional<std::pair<std::size_t, std::size_t>> decode_isa(const state& s, std::uint64_t handle);
+
+// Appends "line\n" to the call log.
+void log_call(state& s, const std::string& line);
+// "SUCCESS", "INVALID_ARGUMENT", ... for the call log.
+const char* status_name(std::uint32_t status);
+// The allocation or lock that contains [p, p+size), for naming pointers in the log.
+std::string name_pointer(const state& s, const void* p);
+std::string next_id(state& s, const char* prefix);
+
+}  // namespace umem::rocr_double

@@ -1,0 +1,105 @@
+#include "report.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "capture_model.hpp"
+
+namespace umem::umtopo {
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Note [Golden update switch]
+// UMEM_UPDATE_GOLDEN=1 (a test-only variable) rewrites the golden file from the current output
+// and fails the test, so an update is always deliberate and never passes silently; review the
+// diff against the captures before committing it.
+void expect_golden(const std::string& actual, const std::string& name) {
+  const auto path = std::filesystem::path(__FILE__).parent_path() / "golden" / name;
+  const char* update = std::getenv("UMEM_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    std::ofstream(path, std::ios::binary) << actual;
+    FAIL() << "rewrote " << path << " (UMEM_UPDATE_GOLDEN=1): review it, then run again without the switch";
+  }
+  ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing: run once with UMEM_UPDATE_GOLDEN=1";
+  EXPECT_EQ(actual, test::read_text(path)) << "report differs from " << path
+                                           << "; if the change is intended, rerun with UMEM_UPDATE_GOLDEN=1";
+}
+
+TEST(Report, FourSocketCaptureMatchesGolden) {
+  UMEM_REQUIRE_MI300A_4SOCKET(topo);
+  expect_golden(render_report(topo), "mi300a_4socket_report.txt");
+}
+
+TEST(Report, FourSocketCaptureHasEveryBlock) {
+  UMEM_REQUIRE_MI300A_4SOCKET(topo);
+  const std::string r = render_report(topo);
+  // numactl N:4,7,10,13 cpu lists, compressed.
+  const char* cpus[] = {"0-23,96-119", "24-47,120-143", "48-71,144-167", "72-95,168-191"};
+  // rocminfo R:303,407,511,615 BDFID 512, 16640, 33024, 49408.
+  const char* pci[] = {"0000:02:00.0", "0000:41:00.0", "0000:81:00.0", "0000:c1:00.0"};
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(contains(r, "Socket on NUMA node " + std::to_string(i) + "\n  CPUs:   " + cpus[i] + " (48 CPUs)"))
+        << r;
+    EXPECT_TRUE(contains(r, "  GPU agent, KFD node " + std::to_string(4 + i) + ": gfx942 (AMD Instinct MI300A)"));
+    EXPECT_TRUE(contains(r, std::string("    PCI:   ") + pci[i]));
+    EXPECT_TRUE(contains(r, "  GPU KFD node " + std::to_string(4 + i) + ": NUMA node " + std::to_string(i) +
+                                " by kfd-order"));
+  }
+  // N:6 128193 MB = 125.2 GiB; R:334 98647808 KB = 94.1 GiB; 98647808 / (128193 * 1024) = 75.1%.
+  EXPECT_TRUE(contains(r, "  GPU-allocatable: 94.1 GiB of 125.2 GiB socket memory (75.1%)")) << r;
+  // N:18-22 distance matrix.
+  EXPECT_TRUE(contains(r, "  node    0    1    2    3\n"
+                          "     0   10   32   32   32\n"
+                          "     1   32   10   32   32\n"
+                          "     2   32   32   10   32\n"
+                          "     3   32   32   32   10\n"))
+      << r;
+  EXPECT_TRUE(contains(r, "    XNACK: -\n")) << "R:366 ISA ends in xnack-";
+  EXPECT_TRUE(contains(r, "Runtime: imported")) << r;
+  EXPECT_FALSE(contains(r, "no AMD GPU")) << r;
+}
+
+TEST(Report, NothingAtAllSaysWhy) {
+  topology t;
+  t.hsa.state = runtime_state::no_driver;
+  t.hsa.state_reason = "/dev/kfd does not exist";
+  const std::string r = render_report(t);
+  EXPECT_TRUE(contains(r, "no AMD GPU runtime: /dev/kfd does not exist\n")) << r;
+  EXPECT_TRUE(contains(r, "No NUMA node and no agent in the model.")) << r;
+  EXPECT_TRUE(contains(r, "NUMA distances: unknown")) << r;
+  EXPECT_TRUE(contains(r, "Sources: none")) << r;
+  EXPECT_TRUE(contains(render_report(topology{}), "no AMD GPU runtime: no GPU runtime was probed"));
+}
+
+TEST(Report, NumactlOnly) {
+  UMEM_REQUIRE_FIXTURE(path, test::kNumactl4Socket);
+  topology t;
+  t.numa = importers::import_numactl(test::read_text(path), "numactl").numa;
+  const std::string r = render_report(t);
+  EXPECT_TRUE(contains(r, "no AMD GPU runtime: no GPU runtime was probed")) << r;
+  EXPECT_TRUE(contains(r, "Socket on NUMA node 3\n  CPUs:   72-95,168-191 (48 CPUs)\n"
+                          "  Memory: 125.6 GiB (NUMA node)\n"  // N:15 128661 MB
+                          "  CPU agent: none in the model\n  GPU agent: none bound to this node\n"))
+      << r;
+  EXPECT_FALSE(contains(r, "GPU-allocatable")) << r;
+}
+
+TEST(Report, RocminfoOnly) {
+  UMEM_REQUIRE_FIXTURE(path, test::kRocminfo4Socket);
+  const topology t = importers::import_rocminfo(test::read_text(path), "rocminfo").topo;
+  const std::string r = render_report(t);
+  // R:53 130750360 KB = 124.7 GiB from the CPU agent's pool; no CPU list without NUMA data.
+  EXPECT_TRUE(contains(r, "Socket on NUMA node 0\n  CPUs:   unknown (no NUMA data for this node)\n"
+                          "  Memory: 124.7 GiB (largest CPU agent pool; no NUMA data)\n"))
+      << r;
+  EXPECT_TRUE(contains(r, "Agents without a NUMA node\n  GPU agent, KFD node 4")) << r;
+  EXPECT_TRUE(contains(r, "  GPU KFD node 7: not mapped (no binding in the model)\n")) << r;
+  EXPECT_TRUE(contains(r, "NUMA distances: unknown (no NUMA data in the model)")) << r;
+}
+
+}  // namespace
+}  // namespace umem::umtopo
