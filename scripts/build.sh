@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Configures and builds one flavour of umem. Usage: scripts/build.sh [release|asan|fuzz]
+# Configures and builds one flavour of umem. Usage: scripts/build.sh [release|asan]
 # Prints the build directory on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,10 +7,7 @@ flavour=${1:-release}
 case "$flavour" in
   release) dir=build/release; args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
   asan) dir=build/asan; args=(-DCMAKE_BUILD_TYPE=Debug -DUMEM_SANITIZE=address,undefined) ;;
-  fuzz) dir=build/fuzz
-        args=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
-              -DUMEM_BUILD_FUZZERS=ON -DUMEM_BUILD_TESTS=ON) ;;
-  *) echo "build.sh: unknown flavour '$flavour' (release, asan, fuzz)" >&2; exit 2 ;;
+  *) echo "build.sh: unknown flavour '$flavour' (release, asan)" >&2; exit 2 ;;
 esac
 cmake -S . -B "$dir" -G Ninja -DUMEM_WERROR=ON "${args[@]}" >/dev/null
 cmake --build "$dir" -j 2

@@ -19,7 +19,6 @@ fi
 
 if [ "${UMEM_SKIP_FUZZ:-0}" != 1 ]; then
   echo "== fuzzers (bounded)"
-  dir=$(scripts/build.sh fuzz | tail -n 1)
-  scripts/run-fuzzers.sh "$dir" "${UMEM_FUZZ_SECONDS:-30}"
+  scripts/run-fuzzers.sh build/fuzz "${UMEM_FUZZ_SECONDS:-30}"
 fi
 echo "test.sh: all stages passed"

@@ -337,7 +337,9 @@ std::string snapshot_to_json(const topology& t) {
          {"hsa", write_hsa(t.hsa)}, {"agents", agents},
          {"numa", write_numa(t.numa)}, {"kfd_nodes", kfd},
          {"knobs", write_knobs(t.knobs)}, {"gpu_numa", bindings}};
-  return j.dump(2) + "\n";
+  // Names read from a live runtime or sysfs are not guaranteed UTF-8; replace bad bytes (U+FFFD)
+  // rather than failing to write a bug report.
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 topology snapshot_from_json(std::string_view text, const std::string& origin) {

@@ -61,8 +61,9 @@ class numactl_parser {
     const std::string_view body = trim(l.text);
     if (body.empty()) return;
     if (body.starts_with("No NUMA"))
-      detail::fail_at(origin_, l.number, "numactl reports no NUMA support (" + quote(body) +
-                                             "); there is no NUMA topology to import");
+      detail::fail_at(origin_, l.number,
+                      "numactl reports no NUMA support (" + quote(body) +
+                          "); there is no NUMA topology to import");
     switch (stage_) {
       case stage::header: return header_line(l, body);
       case stage::nodes: return node_line(l, body);
@@ -224,7 +225,8 @@ class numactl_parser {
     std::vector<std::uint32_t> values;
     for (std::size_t col = 0; col < ids.size(); ++col) {
       auto d = detail::parse_u32(words[col + 1]);
-      if (!d || *d > max_distance) fail(l, "expected a distance 10..255, found " + quote(words[col + 1]));
+      if (!d || *d > max_distance)
+        fail(l, "expected a distance 10..255, found " + quote(words[col + 1]));
       if (col == row && *d != local_distance)
         fail(l, "distance of node " + std::to_string(ids[row]) + " to itself is " +
                     std::to_string(*d) + ", expected 10");
@@ -241,12 +243,13 @@ class numactl_parser {
   void finish() {
     if (stage_ == stage::header)
       throw_error(errc::parse_error,
-                  origin_ + ": no 'available: <N> nodes (...)' line; expected the text printed "
-                            "by `numactl --hardware`");
+                  origin_ +
+                      ": no 'available: <N> nodes (...)' line; expected the text printed "
+                      "by `numactl --hardware`");
     if (stage_ == stage::distance_columns || stage_ == stage::distance_rows)
-      fail_line(distances_line_, "the distance matrix has " +
-                                     std::to_string(out_.numa.distances.size()) + " rows for " +
-                                     std::to_string(nodes_.size()) + " nodes (is the capture cut?)");
+      fail_line(distances_line_,
+                "the distance matrix has " + std::to_string(out_.numa.distances.size()) +
+                    " rows for " + std::to_string(nodes_.size()) + " nodes (is the capture cut?)");
     for (auto& [id, d] : nodes_) {
       if (!d.cpus_line || !d.size_line)
         fail_line(available_line_, "node " + std::to_string(id) + " has no '" +

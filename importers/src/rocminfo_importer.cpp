@@ -49,20 +49,20 @@ constexpr std::size_t row_indent = 8;
 // nobody has seen before is reported instead of silently skipped.
 constexpr std::array<std::string_view, 4> skipped_system_keys = {
     "System Timestamp Freq.", "Sig. Max Wait Duration", "Machine Model", "System Endianness"};
+// clang-format off
 constexpr std::array<std::string_view, 24> skipped_agent_keys = {
-    "Feature",           "Profile",          "Float Round Mode",
-    "Max Queue Number",  "Queue Min Size",   "Queue Max Size",
-    "Queue Type",        "ASIC Revision",    "Cacheline Size",
-    "Max Clock Freq. (MHz)", "Internal Node ID", "Shader Arrs. per Eng.",
-    "WatchPts on Addr. Ranges", "Features",   "Fast F16 Operation",
-    "Wavefront Size",    "Workgroup Max Size", "Max Waves Per CU",
-    "Max Work-item Per CU", "Grid Max Size",  "Max fbarriers/Workgrp",
-    "Packet Processor uCode", "SDMA engine uCode", "IOMMU Support"};
+    "Feature", "Profile", "Float Round Mode", "Max Queue Number", "Queue Min Size",
+    "Queue Max Size", "Queue Type", "ASIC Revision", "Cacheline Size", "Max Clock Freq. (MHz)",
+    "Internal Node ID", "Shader Arrs. per Eng.", "WatchPts on Addr. Ranges", "Features",
+    "Fast F16 Operation", "Wavefront Size", "Workgroup Max Size", "Max Waves Per CU",
+    "Max Work-item Per CU", "Grid Max Size", "Max fbarriers/Workgrp", "Packet Processor uCode",
+    "SDMA engine uCode", "IOMMU Support"};
+// clang-format on
 constexpr std::array<std::string_view, 7> skipped_isa_keys = {
-    "Machine Models", "Profiles",      "Default Rounding Mode", "Fast f16",
+    "Machine Models",     "Profiles",      "Default Rounding Mode", "Fast f16",
     "Workgroup Max Size", "Grid Max Size", "FBarrier Max Size"};
 constexpr std::array<std::string_view, 2> dimension_keys = {"Workgroup Max Size per Dimension",
-                                                           "Grid Max Size per Dimension"};
+                                                            "Grid Max Size per Dimension"};
 constexpr std::array<std::string_view, 3> required_agent_keys = {"Name", "Node", "Device Type"};
 constexpr std::array<std::string_view, 6> required_pool_keys = {
     "Segment", "Size", "Allocatable", "Alloc Granule", "Alloc Alignment", "Accessible by all"};
@@ -91,8 +91,7 @@ bool is_rule(std::string_view s, char c) {
 
 // "x                        1024(0x400)"
 bool is_dimension_row(std::string_view body) {
-  return body.size() >= 2 && (body[0] == 'x' || body[0] == 'y' || body[0] == 'z') &&
-         body[1] == ' ';
+  return body.size() >= 2 && (body[0] == 'x' || body[0] == 'y' || body[0] == 'z') && body[1] == ' ';
 }
 
 // "N(0xH)" with N decimal and H the same number in hex; `rest` receives what follows ')'.
@@ -145,9 +144,10 @@ class rocminfo_parser {
     finish_agent();
     if (out_.topo.agents.empty())
       throw_error(errc::parse_error,
-                  origin_ + ": no 'Agent N' block found; expected the text printed by "
-                            "`rocminfo` (was the capture cut before the agents, or is it "
-                            "another tool's output?)");
+                  origin_ +
+                      ": no 'Agent N' block found; expected the text printed by "
+                      "`rocminfo` (was the capture cut before the agents, or is it "
+                      "another tool's output?)");
     out_.topo.sources = {"rocminfo:" + origin_};
     out_.topo.hsa.state = runtime_state::imported;
     out_.topo.hsa.state_reason = "imported from rocminfo text " + origin_;
@@ -212,8 +212,8 @@ class rocminfo_parser {
     }
     if (section_ == section::agents && body.starts_with("Agent ")) {
       if (!detail::parse_u32(trim(body.substr(6))))
-        detail::fail_at(origin_, l.number, "expected an agent header 'Agent <number>', found " +
-                                               quote(body));
+        detail::fail_at(origin_, l.number,
+                        "expected an agent header 'Agent <number>', found " + quote(body));
       finish_agent();
       agent_.emplace();
       agent_->line = l.number;
@@ -291,19 +291,32 @@ class rocminfo_parser {
                           k == "Coherent Host Access" || k == "Memory Properties";
     if (!modelled) return unrecognized(l, "unknown agent key " + quote(k));
     mark_seen(agent_->seen, l, k, agent_->title);
-    if (k == "Name") a.name = std::string(kv.value);
-    else if (k == "Uuid") a.uuid = std::string(kv.value);
-    else if (k == "Marketing Name") a.marketing_name = std::string(kv.value);
-    else if (k == "Vendor Name") a.vendor_name = std::string(kv.value);
-    else if (k == "Node") a.kfd_node = u32(l, kv, "a decimal KFD node id");
-    else if (k == "Device Type") a.kind = device_type(l, kv);
-    else if (k == "Chip ID") a.chip_id = dec_hex_u32(l, kv);
-    else if (k == "BDFID") a.bdfid = u32(l, kv, "a decimal PCI bus/device/function id");
-    else if (k == "Compute Unit") a.compute_units = u32(l, kv, "a decimal count");
-    else if (k == "SIMDs per CU") a.simds_per_cu = u32(l, kv, "a decimal count");
-    else if (k == "Shader Engines") a.shader_engines = u32(l, kv, "a decimal count");
-    else if (k == "Coherent Host Access") a.coherent_host_access = flag(l, kv, "TRUE", "FALSE");
-    else memory_properties(l, kv);
+    if (k == "Name")
+      a.name = std::string(kv.value);
+    else if (k == "Uuid")
+      a.uuid = std::string(kv.value);
+    else if (k == "Marketing Name")
+      a.marketing_name = std::string(kv.value);
+    else if (k == "Vendor Name")
+      a.vendor_name = std::string(kv.value);
+    else if (k == "Node")
+      a.kfd_node = u32(l, kv, "a decimal KFD node id");
+    else if (k == "Device Type")
+      a.kind = device_type(l, kv);
+    else if (k == "Chip ID")
+      a.chip_id = dec_hex_u32(l, kv);
+    else if (k == "BDFID")
+      a.bdfid = u32(l, kv, "a decimal PCI bus/device/function id");
+    else if (k == "Compute Unit")
+      a.compute_units = u32(l, kv, "a decimal count");
+    else if (k == "SIMDs per CU")
+      a.simds_per_cu = u32(l, kv, "a decimal count");
+    else if (k == "Shader Engines")
+      a.shader_engines = u32(l, kv, "a decimal count");
+    else if (k == "Coherent Host Access")
+      a.coherent_host_access = flag(l, kv, "TRUE", "FALSE");
+    else
+      memory_properties(l, kv);
   }
 
   void block_line(const text_line& l, std::string_view body) {
@@ -381,13 +394,20 @@ class rocminfo_parser {
     const bool modelled = listed(required_pool_keys, k) || k == "Alloc Recommended Granule";
     if (!modelled) return unrecognized(l, "unknown pool key " + quote(k));
     mark_seen(d.seen, l, k, "this pool block");
-    if (k == "Segment") segment(l, kv, p);
-    else if (k == "Size") p.size_bytes = size_kb(l, kv);
-    else if (k == "Allocatable") p.alloc_allowed = flag(l, kv, "TRUE", "FALSE");
-    else if (k == "Alloc Granule") p.alloc_granule = kb(l, kv);
-    else if (k == "Alloc Recommended Granule") p.alloc_rec_granule = kb(l, kv);
-    else if (k == "Alloc Alignment") p.alloc_alignment = kb(l, kv);
-    else p.accessible_by_all = flag(l, kv, "TRUE", "FALSE");
+    if (k == "Segment")
+      segment(l, kv, p);
+    else if (k == "Size")
+      p.size_bytes = size_kb(l, kv);
+    else if (k == "Allocatable")
+      p.alloc_allowed = flag(l, kv, "TRUE", "FALSE");
+    else if (k == "Alloc Granule")
+      p.alloc_granule = kb(l, kv);
+    else if (k == "Alloc Recommended Granule")
+      p.alloc_rec_granule = kb(l, kv);
+    else if (k == "Alloc Alignment")
+      p.alloc_alignment = kb(l, kv);
+    else
+      p.accessible_by_all = flag(l, kv, "TRUE", "FALSE");
   }
 
   // See Note [Incomplete pool blocks].
@@ -397,7 +417,8 @@ class rocminfo_parser {
     agent_->pool.reset();
     std::string missing;
     for (auto key : required_pool_keys)
-      if (!d.seen.contains(key)) missing += (missing.empty() ? "'" : ", '") + std::string(key) + "'";
+      if (!d.seen.contains(key))
+        missing += (missing.empty() ? "'" : ", '") + std::string(key) + "'";
     if (missing.empty()) {
       agent_->value.pools.push_back(d.pool);
     } else if (d.seen.empty()) {
@@ -422,12 +443,13 @@ class rocminfo_parser {
     agent_.reset();
   }
 
-  void mark_seen(seen_keys& seen, const text_line& l, std::string_view key, const std::string& where) {
+  void mark_seen(seen_keys& seen, const text_line& l, std::string_view key,
+                 const std::string& where) {
     auto [it, inserted] = seen.emplace(std::string(key), l.number);
     if (!inserted)
       detail::fail_at(origin_, l.number,
-                      "'" + std::string(key) + ":' appears twice in " + where +
-                          " (first on line " + std::to_string(it->second) + ")");
+                      "'" + std::string(key) + ":' appears twice in " + where + " (first on line " +
+                          std::to_string(it->second) + ")");
   }
 
   void unrecognized(const text_line& l, std::string message) {
@@ -486,8 +508,7 @@ class rocminfo_parser {
       minor = detail::parse_u32(kv.value.substr(dot + 1));
     }
     constexpr std::uint32_t max16 = std::numeric_limits<std::uint16_t>::max();
-    if (!major || !minor || *major > max16 || *minor > max16)
-      expected(l, kv, "'<major>.<minor>'");
+    if (!major || !minor || *major > max16 || *minor > max16) expected(l, kv, "'<major>.<minor>'");
     return {static_cast<std::uint16_t>(*major), static_cast<std::uint16_t>(*minor)};
   }
 
@@ -505,8 +526,10 @@ class rocminfo_parser {
     while (!(rest = trim(rest)).empty()) {
       const std::size_t end = std::min(rest.find(' '), rest.size());
       const std::string_view word = rest.substr(0, end);
-      if (word == "APU") apu = true;
-      else unrecognized(l, "unknown memory property " + quote(word) + " (not used)");
+      if (word == "APU")
+        apu = true;
+      else
+        unrecognized(l, "unknown memory property " + quote(word) + " (not used)");
       rest.remove_prefix(end);
     }
     agent_->value.is_apu = apu;
@@ -515,23 +538,31 @@ class rocminfo_parser {
   void segment(const text_line& l, key_value kv, memory_pool& p) {
     constexpr std::string_view global = "GLOBAL; FLAGS:";
     p.global_flags = 0;
-    if (kv.value == "GROUP") p.segment = pool_segment::group;
-    else if (kv.value == "READONLY") p.segment = pool_segment::readonly;
-    else if (kv.value == "PRIVATE") p.segment = pool_segment::private_;
+    if (kv.value == "GROUP")
+      p.segment = pool_segment::group;
+    else if (kv.value == "READONLY")
+      p.segment = pool_segment::readonly;
+    else if (kv.value == "PRIVATE")
+      p.segment = pool_segment::private_;
     else if (kv.value.starts_with(global)) {
       p.segment = pool_segment::global;
       std::string_view rest = kv.value.substr(global.size());
       while (!trim(rest).empty()) {
         const std::size_t comma = std::min(rest.find(','), rest.size());
         const std::string_view word = trim(rest.substr(0, comma));
-        if (word == "KERNARG") p.global_flags |= pool_flag::kernarg_init;
-        else if (word == "FINE GRAINED") p.global_flags |= pool_flag::fine_grained;
-        else if (word == "COARSE GRAINED") p.global_flags |= pool_flag::coarse_grained;
+        if (word == "KERNARG")
+          p.global_flags |= pool_flag::kernarg_init;
+        else if (word == "FINE GRAINED")
+          p.global_flags |= pool_flag::fine_grained;
+        else if (word == "COARSE GRAINED")
+          p.global_flags |= pool_flag::coarse_grained;
         else if (word == "EXTENDED FINE GRAINED")
           p.global_flags |= pool_flag::extended_scope_fine_grained;
         else
-          expected(l, kv, "flags among KERNARG, FINE GRAINED, COARSE GRAINED, EXTENDED FINE "
-                          "GRAINED (unknown flag " + quote(word) + ")");
+          expected(l, kv,
+                   "flags among KERNARG, FINE GRAINED, COARSE GRAINED, EXTENDED FINE "
+                   "GRAINED (unknown flag " +
+                       quote(word) + ")");
         rest.remove_prefix(std::min(comma + 1, rest.size()));
       }
     } else {

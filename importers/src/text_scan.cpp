@@ -21,7 +21,9 @@ std::vector<text_line> split_lines(std::string_view text) {
 }
 
 namespace {
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
+}
 }  // namespace
 
 std::string_view trim_right(std::string_view s) {
@@ -87,7 +89,8 @@ std::size_t utf8_sequence(std::string_view s) {
   if (c < 0x80) return 1;
   std::size_t len = 0;
   unsigned char lo = 0x80, hi = 0xbf;  // allowed range of the second byte
-  if (c >= 0xc2 && c <= 0xdf) len = 2;
+  if (c >= 0xc2 && c <= 0xdf)
+    len = 2;
   else if (c >= 0xe0 && c <= 0xef) {
     len = 3;
     if (c == 0xe0) lo = 0xa0;

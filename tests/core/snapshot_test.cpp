@@ -165,3 +165,16 @@ TEST(Snapshot, MissingFileIsNotFound) {
 
 }  // namespace
 }  // namespace umem
+
+namespace umem {
+namespace {
+
+TEST(Snapshot, InvalidUtf8IsReplacedNotFatal) {
+  topology t;
+  t.hostname = std::string("node\xff") + "1";
+  const std::string text = snapshot_to_json(t);
+  EXPECT_EQ(snapshot_from_json(text).hostname, "node\xEF\xBF\xBD" "1");
+}
+
+}  // namespace
+}  // namespace umem

@@ -61,18 +61,18 @@ TEST(NumactlImporter, FourSocketMi300a) {
 }
 
 const std::string small_dump =
-    "$ numactl --hardware\n"                 // 1
-    "available: 2 nodes (0-1)\n"             // 2
-    "node 0 cpus: 0 1 4 5\n"                 // 3
-    "node 0 size: 1000 MB\n"                 // 4
-    "node 0 free: 900 MB\n"                  // 5
-    "node 1 cpus: 2 3 6 7\n"                 // 6
-    "node 1 size: 2000 MB\n"                 // 7
-    "node 1 free: 1900 MB\n"                 // 8
-    "node distances:\n"                      // 9
-    "node   0   1 \n"                        // 10
-    "  0:  10  21 \n"                        // 11
-    "  1:  21  10 \n";                       // 12
+    "$ numactl --hardware\n"      // 1
+    "available: 2 nodes (0-1)\n"  // 2
+    "node 0 cpus: 0 1 4 5\n"      // 3
+    "node 0 size: 1000 MB\n"      // 4
+    "node 0 free: 900 MB\n"       // 5
+    "node 1 cpus: 2 3 6 7\n"      // 6
+    "node 1 size: 2000 MB\n"      // 7
+    "node 1 free: 1900 MB\n"      // 8
+    "node distances:\n"           // 9
+    "node   0   1 \n"             // 10
+    "  0:  10  21 \n"             // 11
+    "  1:  21  10 \n";            // 12
 
 std::string with_line(int number, const std::string& replacement) {
   std::string out;
@@ -80,8 +80,10 @@ std::string with_line(int number, const std::string& replacement) {
   std::size_t pos = 0;
   while (pos < small_dump.size()) {
     const std::size_t end = small_dump.find('\n', pos) + 1;
-    if (++n == number) out += replacement;
-    else out += small_dump.substr(pos, end - pos);
+    if (++n == number)
+      out += replacement;
+    else
+      out += small_dump.substr(pos, end - pos);
     pos = end;
   }
   return out;
@@ -96,7 +98,8 @@ TEST(NumactlImporterMalformed, SmallDumpIsValid) {
 }
 
 TEST(NumactlImporterMalformed, NonSquareRow) {
-  const auto msg = parse_error_of([] { import_numactl(with_line(11, "  0:  10  21  21\n"), "t.txt"); });
+  const auto msg =
+      parse_error_of([] { import_numactl(with_line(11, "  0:  10  21  21\n"), "t.txt"); });
   EXPECT_THAT(msg, HasSubstr("t.txt:11:"));
   EXPECT_THAT(msg, HasSubstr("not square"));
 }
@@ -143,10 +146,12 @@ TEST(NumactlImporterMalformed, NodeNotAvailable) {
 }
 
 TEST(NumactlImporterMalformed, BadNumbers) {
-  EXPECT_THAT(parse_error_of([] { import_numactl(with_line(7, "node 1 size: 20x0 MB\n"), "t.txt"); }),
-              HasSubstr("t.txt:7:"));
-  EXPECT_THAT(parse_error_of([] { import_numactl(with_line(7, "node 1 size: 2000 GB\n"), "t.txt"); }),
-              HasSubstr("t.txt:7:"));
+  EXPECT_THAT(
+      parse_error_of([] { import_numactl(with_line(7, "node 1 size: 20x0 MB\n"), "t.txt"); }),
+      HasSubstr("t.txt:7:"));
+  EXPECT_THAT(
+      parse_error_of([] { import_numactl(with_line(7, "node 1 size: 2000 GB\n"), "t.txt"); }),
+      HasSubstr("t.txt:7:"));
   EXPECT_THAT(parse_error_of([] { import_numactl(with_line(6, "node 1 cpus: 2 3 x\n"), "t.txt"); }),
               HasSubstr("t.txt:6:"));
   EXPECT_THAT(parse_error_of([] { import_numactl(with_line(11, "  0:  10  2l\n"), "t.txt"); }),
@@ -167,7 +172,8 @@ TEST(NumactlImporterMalformed, MissingSizeIsACutCapture) {
 }
 
 TEST(NumactlImporterMalformed, UnknownLinesAreReported) {
-  const auto imp = import_numactl(with_line(5, "node 0 free: 900 MB\nnode 0 hugepages: 4\nbanana\n"), "t.txt");
+  const auto imp =
+      import_numactl(with_line(5, "node 0 free: 900 MB\nnode 0 hugepages: 4\nbanana\n"), "t.txt");
   ASSERT_EQ(imp.unrecognized.size(), 2u);
   EXPECT_EQ(imp.unrecognized[0].line, 6);
   EXPECT_EQ(imp.unrecognized[0].text, "node 0 hugepages: 4");
@@ -185,9 +191,8 @@ TEST(NumactlImporterMalformed, NumactlsOwnGaps) {
   EXPECT_EQ(imp.numa.nodes.at(0).memory_free_bytes, std::nullopt);
   EXPECT_TRUE(imp.numa.nodes.at(1).cpus.empty());
   EXPECT_TRUE(imp.numa.distances.empty());
-  EXPECT_THAT(parse_error_of([&] {
-                import_numactl(with_line(4, "node 0 size: <not available>\n"), "t.txt");
-              }),
+  EXPECT_THAT(parse_error_of(
+                  [&] { import_numactl(with_line(4, "node 0 size: <not available>\n"), "t.txt"); }),
               HasSubstr("t.txt:4:"));
 }
 

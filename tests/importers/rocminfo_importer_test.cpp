@@ -18,7 +18,8 @@ using ::testing::HasSubstr;
 constexpr std::uint64_t KiB = 1024;
 
 constexpr const char* four_socket = "rocminfo_mi300a_4socket_supermicro_h13qsh_ROCm-ROCm_4688.txt";
-constexpr const char* one_socket = "rocminfo_mi300a_1socket_sh5_protosample_gfx940_ROCm-ROCm_4411.txt";
+constexpr const char* one_socket =
+    "rocminfo_mi300a_1socket_sh5_protosample_gfx940_ROCm-ROCm_4411.txt";
 constexpr const char* mi300x = "rocminfo_contrast_mi300x_x4_epyc9474f_thamada.txt";
 constexpr const char* strix_halo = "rocminfo_contrast_strixhalo_gfx1151_danbev.txt";
 constexpr const char* mi300x_partial =
@@ -58,16 +59,16 @@ TEST(RocminfoImporter, FourSocketMi300aSystemAttributes) {
   EXPECT_EQ(hsa.version_minor, 14);
   EXPECT_EQ(hsa.ext_version_major, 1);  // line 8 "Runtime Ext Version: 1.6"
   EXPECT_EQ(hsa.ext_version_minor, 6);
-  EXPECT_EQ(hsa.mwaitx_enabled, false);   // line 13
-  EXPECT_EQ(hsa.dmabuf_supported, true);  // line 14
+  EXPECT_EQ(hsa.mwaitx_enabled, false);        // line 13
+  EXPECT_EQ(hsa.dmabuf_supported, true);       // line 14
   EXPECT_EQ(hsa.xnack_enabled, std::nullopt);  // ROCm 6.4 rocminfo prints no "XNACK enabled"
   EXPECT_EQ(hsa.virtual_mem_api_supported, std::nullopt);
   EXPECT_EQ(hsa.svm_supported, std::nullopt);
   EXPECT_EQ(hsa.svm_accessible_by_default, std::nullopt);
   EXPECT_EQ(imp.topo.sources, std::vector<std::string>{"rocminfo:h13qsh.txt"});
   // Every line is either used or a known unmodelled key.
-  EXPECT_TRUE(imp.unrecognized.empty()) << imp.unrecognized.front().line << ": "
-                                        << imp.unrecognized.front().message;
+  EXPECT_TRUE(imp.unrecognized.empty())
+      << imp.unrecognized.front().line << ": " << imp.unrecognized.front().message;
 }
 
 TEST(RocminfoImporter, FourSocketMi300aCpuAgents) {
@@ -187,7 +188,8 @@ TEST(RocminfoImporter, DiscreteMi300xIsNotAnApu) {
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(agents[i].kind, agent_kind::cpu);
     EXPECT_EQ(agents[i].is_apu, std::nullopt);  // no "Memory Properties" line at all
-    EXPECT_EQ(global_flags_of(agents[i]), (std::vector<std::uint32_t>{fine, kernarg | fine, coarse}));
+    EXPECT_EQ(global_flags_of(agents[i]),
+              (std::vector<std::uint32_t>{fine, kernarg | fine, coarse}));
     EXPECT_EQ(agents[i].pools[0].alloc_rec_granule, std::nullopt);  // key absent
   }
   EXPECT_EQ(agents[0].pools[0].size_bytes, 1188729676 * KiB);  // line 50
@@ -200,7 +202,7 @@ TEST(RocminfoImporter, DiscreteMi300xIsNotAnApu) {
     EXPECT_EQ(g.chip_id, 0x74a1u);
     EXPECT_EQ(g.compute_units, 304u);
     EXPECT_EQ(g.bdfid, bdfids[i]);
-    EXPECT_NE(g.is_apu, true);  // no "Memory Properties: APU"
+    EXPECT_NE(g.is_apu, true);                 // no "Memory Properties: APU"
     EXPECT_EQ(g.coherent_host_access, false);  // line 154
     // Its own VRAM: 192 GiB, unrelated to the hosts' memory.
     ASSERT_EQ(g.pools.size(), 4u);
@@ -215,9 +217,9 @@ TEST(RocminfoImporter, StrixHaloUnpaddedWithNpu) {
   const auto imp = import_rocminfo(test::read_text(path), "strix.txt");
   EXPECT_TRUE(imp.unrecognized.empty());
   const auto& hsa = imp.topo.hsa;
-  EXPECT_EQ(hsa.version_minor, 18);      // line 7
-  EXPECT_EQ(hsa.ext_version_minor, 14);  // line 8
-  EXPECT_EQ(hsa.xnack_enabled, false);   // line 14 "XNACK enabled: NO"
+  EXPECT_EQ(hsa.version_minor, 18);                // line 7
+  EXPECT_EQ(hsa.ext_version_minor, 14);            // line 8
+  EXPECT_EQ(hsa.xnack_enabled, false);             // line 14 "XNACK enabled: NO"
   EXPECT_EQ(hsa.virtual_mem_api_supported, true);  // line 16 "VMM Support: YES"
   const auto& agents = imp.topo.agents;
   ASSERT_EQ(agents.size(), 3u);
@@ -287,34 +289,34 @@ TEST(RocminfoImporter, UnpaddedAndCrlfCopiesGiveTheSameModel) {
 
 // A small dump in the ROCm 6.x layout; line numbers are given by the comments.
 const std::string small_dump =
-    "ROCk module is loaded\n"                                  // 1
-    "=====================\n"                                  // 2
-    "HSA System Attributes\n"                                  // 3
-    "=====================\n"                                  // 4
-    "Runtime Version:         1.14\n"                          // 5
-    "==========\n"                                             // 6
-    "HSA Agents\n"                                             // 7
-    "==========\n"                                             // 8
-    "*******\n"                                                // 9
-    "Agent 1\n"                                                // 10
-    "*******\n"                                                // 11
-    "  Name:                    gfx942\n"                      // 12
-    "  Node:                    4\n"                           // 13
-    "  Device Type:             GPU\n"                         // 14
-    "  Chip ID:                 29856(0x74a0)\n"               // 15
-    "  Memory Properties:       APU\n"                         // 16
-    "  Pool Info:\n"                                           // 17
-    "    Pool 1\n"                                             // 18
-    "      Segment:                 GLOBAL; FLAGS: FINE GRAINED\n"  // 19
-    "      Size:                    98647808(0x5e13f00) KB\n"  // 20
-    "      Allocatable:             TRUE\n"                    // 21
-    "      Alloc Granule:           4KB\n"                     // 22
-    "      Alloc Alignment:         4KB\n"                     // 23
-    "      Accessible by all:       FALSE\n"                   // 24
-    "  ISA Info:\n"                                            // 25
-    "    ISA 1\n"                                              // 26
+    "ROCk module is loaded\n"                                                     // 1
+    "=====================\n"                                                     // 2
+    "HSA System Attributes\n"                                                     // 3
+    "=====================\n"                                                     // 4
+    "Runtime Version:         1.14\n"                                             // 5
+    "==========\n"                                                                // 6
+    "HSA Agents\n"                                                                // 7
+    "==========\n"                                                                // 8
+    "*******\n"                                                                   // 9
+    "Agent 1\n"                                                                   // 10
+    "*******\n"                                                                   // 11
+    "  Name:                    gfx942\n"                                         // 12
+    "  Node:                    4\n"                                              // 13
+    "  Device Type:             GPU\n"                                            // 14
+    "  Chip ID:                 29856(0x74a0)\n"                                  // 15
+    "  Memory Properties:       APU\n"                                            // 16
+    "  Pool Info:\n"                                                              // 17
+    "    Pool 1\n"                                                                // 18
+    "      Segment:                 GLOBAL; FLAGS: FINE GRAINED\n"                // 19
+    "      Size:                    98647808(0x5e13f00) KB\n"                     // 20
+    "      Allocatable:             TRUE\n"                                       // 21
+    "      Alloc Granule:           4KB\n"                                        // 22
+    "      Alloc Alignment:         4KB\n"                                        // 23
+    "      Accessible by all:       FALSE\n"                                      // 24
+    "  ISA Info:\n"                                                               // 25
+    "    ISA 1\n"                                                                 // 26
     "      Name:                    amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-\n"  // 27
-    "*** Done ***\n";                                          // 28
+    "*** Done ***\n";                                                             // 28
 
 // `small_dump` with line `number` (1-based) replaced by `replacement` (may hold several lines,
 // or none).
@@ -324,8 +326,10 @@ std::string with_line(int number, const std::string& replacement) {
   std::size_t pos = 0;
   while (pos < small_dump.size()) {
     const std::size_t end = small_dump.find('\n', pos) + 1;
-    if (++n == number) out += replacement;
-    else out += small_dump.substr(pos, end - pos);
+    if (++n == number)
+      out += replacement;
+    else
+      out += small_dump.substr(pos, end - pos);
     pos = end;
   }
   return out;
@@ -340,15 +344,17 @@ TEST(RocminfoImporterMalformed, SmallDumpIsValid) {
 }
 
 TEST(RocminfoImporterMalformed, BadNumberNamesLineAndValue) {
-  const auto msg = parse_error_of([] { import_rocminfo(with_line(13, "  Node:  four\n"), "t.txt"); });
+  const auto msg =
+      parse_error_of([] { import_rocminfo(with_line(13, "  Node:  four\n"), "t.txt"); });
   EXPECT_THAT(msg, HasSubstr("t.txt:13:"));
   EXPECT_THAT(msg, HasSubstr("'Node:'"));
   EXPECT_THAT(msg, HasSubstr("'four'"));
 }
 
 TEST(RocminfoImporterMalformed, TruncatedSizeLine) {
-  const auto msg = parse_error_of(
-      [] { import_rocminfo(with_line(20, "      Size:                    98647808(0x5e1\n"), "t.txt"); });
+  const auto msg = parse_error_of([] {
+    import_rocminfo(with_line(20, "      Size:                    98647808(0x5e1\n"), "t.txt");
+  });
   EXPECT_THAT(msg, HasSubstr("t.txt:20:"));
   EXPECT_THAT(msg, HasSubstr("KB"));
 }
@@ -388,7 +394,8 @@ TEST(RocminfoImporterMalformed, UnknownKeysAndLinesAreReportedNotGuessed) {
 }
 
 TEST(RocminfoImporterMalformed, UnknownSystemAttributeAndTrailingTextAreReported) {
-  std::string text = with_line(5, "Runtime Version:  1.14\nQuantum Mode:  ON\n") + "[user@host ~]$\n";
+  std::string text =
+      with_line(5, "Runtime Version:  1.14\nQuantum Mode:  ON\n") + "[user@host ~]$\n";
   const auto imp = import_rocminfo(text, "t.txt");
   ASSERT_EQ(imp.unrecognized.size(), 2u);
   EXPECT_EQ(imp.unrecognized[0].line, 6);
@@ -442,8 +449,12 @@ TEST(RocminfoImporterMalformed, BadAgentHeaderIsAnError) {
 }
 
 TEST(RocminfoImporterMalformed, InvalidUtf8IsAnErrorValidUtf8IsText) {
-  const auto msg = parse_error_of(
-      [] { import_rocminfo(with_line(12, "  Name:  gfx\xff" "942\n"), "t.txt"); });
+  const auto msg = parse_error_of([] {
+    import_rocminfo(with_line(12,
+                              "  Name:  gfx\xff"
+                              "942\n"),
+                    "t.txt");
+  });
   EXPECT_THAT(msg, HasSubstr("t.txt:12:"));
   EXPECT_THAT(msg, HasSubstr("UTF-8"));
   const auto imp = import_rocminfo(with_line(12, "  Name:  Radeon\u2122\n"), "t.txt");
