@@ -15,6 +15,9 @@ constexpr std::array kOptions{
     env_option{"UMEM_HSA_RUNTIME_LIB", "unset",
                "Path of libhsa-runtime64.so.1 to load; tried before $ROCM_PATH/lib, "
                "/opt/rocm/lib and the default library search path."},
+    env_option{"UMEM_ALLOC_CONF", "unset",
+               "Allocator options as key:value pairs separated by commas, e.g. "
+               "policy:node:1,spill:warn (keys: see the allocator options table)."},
     env_option{"ROCM_PATH", "unset", "ROCm install prefix; $ROCM_PATH/lib is searched for ROCr."},
     env_option{"HSA_XNACK", "unset",
                "Read by ROCr itself at hsa_init (1 = XNACK on); umem reports it, never sets it."},
