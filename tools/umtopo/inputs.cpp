@@ -1,20 +1,16 @@
 #include "inputs.hpp"
 
-#include <unistd.h>
-
-#include <climits>
-
 #include "umem/core/error.hpp"
 #include "umem/core/fs_root.hpp"
 #include "umem/core/snapshot.hpp"
 #include "umem/core/text_file.hpp"
 #include "umem/hsa_runtime/kernel_knobs.hpp"
 #include "umem/hsa_runtime/kfd_topology.hpp"
-#include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/importers/numactl_importer.hpp"
 #include "umem/importers/rocminfo_importer.hpp"
 #include "umem/numa/gpu_numa_mapping.hpp"
 #include "umem/numa/hwloc_source.hpp"
+#include "umem/allocator/live_machine.hpp"
 
 namespace umem::umtopo {
 namespace {
@@ -23,25 +19,6 @@ template <typename Diagnostics>
 void collect(const std::string& file, const Diagnostics& diags, std::vector<std::string>& out) {
   for (const auto& d : diags)
     out.push_back(file + ":" + std::to_string(d.line) + ": " + d.message + ": " + d.text);
-}
-
-std::string this_hostname() {
-  char buf[HOST_NAME_MAX + 1] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return {};
-  return buf;
-}
-
-void discover_live(topology& t) {
-  const fs_root root("/");
-  t.hostname = this_hostname();
-  hsa::discover_rocr(t);
-  t.kfd_nodes = hsa::read_kfd_topology(root);
-  if (!t.kfd_nodes.empty()) t.sources.push_back("kfd-sysfs:/");
-  t.knobs = hsa::read_kernel_knobs(root);
-  t.sources.push_back("knobs:/");
-  t.numa = numa::load_hwloc_live();
-  t.sources.push_back("hwloc:live");
-  t.gpu_numa = numa::map_gpus_to_numa(t, &root);
 }
 
 }  // namespace
@@ -54,7 +31,7 @@ assembled assemble(const inputs& in) {
   assembled out;
   topology& t = out.topo;
   if (!in.any_capture()) {
-    discover_live(t);
+    t = alloc::discover_live_machine().topo;
     return out;
   }
   if (in.numactl && in.hwloc_xml)

@@ -1,0 +1,128 @@
+// The caching pool: keeps memory obtained from an upstream_source and hands it out again without
+// upstream calls, like PyTorch's CUDA caching allocator and RMM's pool. One instance serves one
+// (NUMA binding, coherence kind); the allocator owns one per node and kind.
+//
+// Note [Small and large blocks]
+// Requests whose rounded size is below small_threshold are carved from small_segment_size
+// segments ("small pool"); larger ones take the best-fitting free block of the large pool
+// (splitting it), else a new segment of the request rounded up to large_segment_rounding. The two
+// never share a segment: small, short-lived blocks scattered through big segments would keep
+// those segments from ever becoming fully free, so they could never be trimmed. For the same
+// reason a large block is only split when the remainder is itself large (>= small_threshold).
+//
+// Note [Running out]
+// Before asking the upstream for a segment that would take reserved bytes past limit_bytes, the
+// pool trims its cache; if that is not enough it fails with out_of_memory naming the limit and
+// never calls the upstream. When the upstream itself throws out_of_memory, the pool trims and, if
+// that released anything, retries once (num_alloc_retries). A final failure counts in num_ooms
+// and throws out_of_memory with the request, the pool's binding and coherence, and its stats.
+//
+// Thread safety: every member function may be called from any thread. One mutex per pool guards
+// all of its state, including the upstream calls made for it (upstream_source is thread-safe);
+// threads using pools of different nodes or kinds do not contend. Ownership: the pool owns its
+// segments and returns them to the upstream in trim() and its destructor; the upstream and the
+// optional global_peak_tracker must outlive it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "umem/allocator/free_list.hpp"
+#include "umem/allocator/placement.hpp"
+#include "umem/allocator/pool_stats.hpp"
+#include "umem/allocator/segment.hpp"
+#include "umem/core/topology.hpp"
+
+namespace umem::alloc {
+
+struct pool_config {
+  std::size_t small_threshold = std::size_t{1} << 20;         // smaller requests: small pool
+  std::size_t small_segment_size = std::size_t{2} << 20;      // segments of the small pool
+  std::size_t large_segment_rounding = std::size_t{2} << 20;  // large segments: multiples of this
+  std::size_t alignment = 256;       // of every block and of every size (like CUDA's)
+  std::size_t max_cached_bytes = 0;  // reserved - allocated kept after a free; 0 = unlimited
+  std::size_t limit_bytes = 0;       // most reserved bytes of this pool; 0 = no limit
+};
+
+class caching_pool {
+ public:
+  // Throws umem::error(invalid_argument) for an inconsistent config: alignment not a power of
+  // two; small_threshold, small_segment_size or large_segment_rounding zero or not a multiple of
+  // alignment; small_segment_size < small_threshold. `global`, when given, receives every change
+  // of a current value (Note [Merged peaks] in pool_stats.hpp).
+  caching_pool(upstream_source& upstream, node_binding binding, coherence kind,
+               pool_config config = {}, global_peak_tracker* global = nullptr);
+  // Returns every segment to the upstream. Blocks still allocated are lost to their holders (a
+  // warning is logged with their count): free them before destroying the pool.
+  ~caching_pool();
+  caching_pool(const caching_pool&) = delete;
+  caching_pool& operator=(const caching_pool&) = delete;
+
+  // At least `bytes` bytes aligned to config().alignment. Throws umem::error: invalid_argument
+  // for 0 or a size that overflows when rounded; out_of_memory (Note [Running out]).
+  void* allocate(std::size_t bytes);
+  // Returns a block from allocate() to the cache; nullptr is ignored. Throws
+  // umem::error(invalid_argument) naming the pointer for a double free or a pointer this pool did
+  // not hand out, and changes nothing then.
+  void deallocate(void* p);
+  // True when `p` lies inside one of this pool's segments (allocated or not).
+  bool owns(const void* p) const;
+  // The usable size of the live allocation starting at `p` (>= the request, a multiple of the
+  // alignment). Throws umem::error(invalid_argument) if `p` is not one.
+  std::size_t block_size(const void* p) const;
+  // Returns every fully free segment to the upstream; the number of bytes released.
+  std::size_t trim();
+
+  pool_stats stats() const;
+  pool_snapshot snapshot() const;
+  void reset_peak_stats();
+  // The allocator placed an allocation here that was meant for another node.
+  void count_spill();
+
+  const node_binding& binding() const { return binding_; }
+  coherence kind() const { return kind_; }
+  const pool_config& config() const { return config_; }
+  // "node 0 (bind), fine": used in messages.
+  std::string describe() const;
+
+ private:
+  struct segment_record {
+    segment seg;
+    block* first = nullptr;  // the block at seg.base (lives as long as the segment)
+    size_class pool = size_class::large_pool;
+  };
+  struct live_block {
+    block* b = nullptr;
+    size_class pool = size_class::large_pool;
+  };
+
+  free_list& list_of(size_class c) { return c == size_class::small_pool ? small_ : large_; }
+  void change(metric m, size_class c, std::int64_t delta);
+  block* new_segment_block(std::size_t block_bytes, std::size_t segment_bytes, size_class c,
+                           std::size_t request);
+  segment obtain_segment(std::size_t segment_bytes, std::size_t request);
+  std::size_t release_free_segments(std::size_t keep_cached);
+  std::size_t cached_bytes() const;
+  [[noreturn]] void fail_out_of_memory(std::size_t request, const std::string& why);
+  [[noreturn]] void fail_bad_free(const void* p) const;
+  std::string stats_summary() const;
+
+  upstream_source& upstream_;
+  const node_binding binding_;
+  const coherence kind_;
+  const pool_config config_;
+  global_peak_tracker* const global_;
+
+  mutable std::mutex mutex_;  // guards everything below
+  free_list small_;
+  free_list large_;
+  std::map<std::uintptr_t, segment_record> segments_;  // by base address
+  std::unordered_map<std::uintptr_t, live_block> live_;  // allocated blocks by address
+  pool_stats stats_;
+};
+
+}  // namespace umem::alloc

@@ -1,0 +1,409 @@
+#include "umem/allocator/alloc_config.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <vector>
+
+#include "umem/allocator/placement_resolver.hpp"
+#include "umem/core/error.hpp"
+#include "umem/core/options.hpp"
+
+namespace umem::alloc {
+namespace {
+
+constexpr std::string_view kPrefix = "UMEM_ALLOC_CONF: ";
+constexpr std::string_view kNodeLimitKey = "limit.node";
+
+[[noreturn]] void fail(const std::string& message) {
+  throw_error(errc::invalid_argument, std::string(kPrefix) + message);
+}
+
+[[noreturn]] void bad_value(std::string_view key, std::string_view value,
+                            std::string_view expected) {
+  fail(std::string(key) + ": '" + std::string(value) + "' is " + std::string(expected));
+}
+
+std::string_view trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\n\r");
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(" \t\n\r") - first + 1);
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return (x | 0x20) == (y | 0x20);  // ASCII letters only; units are letters
+         });
+}
+
+// ---- enumerations ----------------------------------------------------------------------------
+
+template <class E>
+struct named {
+  std::string_view name;
+  E value;
+};
+
+constexpr std::array<named<coherence>, 3> kKinds{{{"fine", coherence::fine},
+                                                  {"coarse", coherence::coarse},
+                                                  {"extended_fine", coherence::extended_fine}}};
+constexpr std::array<named<bool>, 2> kBools{{{"true", true}, {"false", false}}};
+
+template <class E, std::size_t N>
+E parse_enum(const std::array<named<E>, N>& names, std::string_view key, std::string_view value) {
+  for (const auto& n : names)
+    if (n.name == value) return n.value;
+  std::string accepted;
+  for (const auto& n : names) accepted += (accepted.empty() ? "" : ", ") + std::string(n.name);
+  bad_value(key, value, "not one of " + accepted);
+}
+
+template <class E, std::size_t N>
+std::string_view enum_name(const std::array<named<E>, N>& names, E value) {
+  for (const auto& n : names)
+    if (n.value == value) return n.name;
+  return "?";  // unreachable for values the parser produced (coherence::unknown aside)
+}
+
+// The placement resolver's parsers (one text form for each policy), their errors prefixed with
+// the key.
+template <class F>
+auto with_key(std::string_view key, F parse) {
+  try {
+    return parse();
+  } catch (const umem::error& e) {
+    fail(std::string(key) + ": " + e.what());
+  }
+}
+
+// ---- sizes and fractions (Note [Sizes and fractions]) -----------------------------------------
+
+struct unit {
+  std::string_view name;
+  std::uint64_t bytes;
+};
+constexpr std::array<unit, 5> kUnits{{{"TiB", 1ull << 40},
+                                      {"GiB", 1ull << 30},
+                                      {"MiB", 1ull << 20},
+                                      {"KiB", 1ull << 10},
+                                      {"B", 1}}};
+
+struct size_text {
+  std::string_view number;  // digits, optionally '.' digits
+  std::string_view unit;    // empty for a bare number
+};
+
+std::optional<size_text> split_size(std::string_view v) {
+  std::size_t i = 0;
+  const auto digits = [&] {
+    const std::size_t start = i;
+    while (i < v.size() && v[i] >= '0' && v[i] <= '9') ++i;
+    return i > start;
+  };
+  if (!digits()) return std::nullopt;
+  if (i < v.size() && v[i] == '.') {
+    ++i;
+    if (!digits()) return std::nullopt;
+  }
+  return size_text{v.substr(0, i), trim(v.substr(i))};
+}
+
+// Whole bytes of "<number><unit>", rounding a fractional result down; nullopt on overflow.
+std::optional<std::uint64_t> to_bytes(std::string_view number, std::uint64_t multiplier) {
+  if (number.find('.') == std::string_view::npos) {
+    std::uint64_t n = 0;
+    const auto r = std::from_chars(number.data(), number.data() + number.size(), n);
+    if (r.ec != std::errc{} || n > std::numeric_limits<std::uint64_t>::max() / multiplier)
+      return std::nullopt;
+    return n * multiplier;
+  }
+  long double n = 0;
+  const auto r = std::from_chars(number.data(), number.data() + number.size(), n);
+  const long double bytes = std::floor(n * static_cast<long double>(multiplier));
+  if (r.ec != std::errc{} ||
+      bytes >= static_cast<long double>(std::numeric_limits<std::uint64_t>::max()))
+    return std::nullopt;
+  return static_cast<std::uint64_t>(bytes);
+}
+
+// A size with a unit; with `bare_zero`, also a bare "0".
+std::uint64_t parse_size(std::string_view key, std::string_view value, std::string_view hint,
+                         bool bare_zero) {
+  const auto parts = split_size(value);
+  if (!parts) bad_value(key, value, "not a size (use e.g. " + std::string(hint) + ")");
+  if (parts->unit.empty()) {
+    if (bare_zero && to_bytes(parts->number, 1) == 0u) return 0;
+    bad_value(key, value,
+              "a bare number; sizes need a unit: B, KiB, MiB, GiB or TiB (e.g. " +
+                  std::string(hint) + ")");
+  }
+  for (const auto& u : kUnits) {
+    if (!iequals(parts->unit, u.name)) continue;
+    const auto bytes = to_bytes(parts->number, u.bytes);
+    if (!bytes) bad_value(key, value, "too large");
+    return *bytes;
+  }
+  bad_value(key, value,
+            "not a size (use e.g. " + std::string(hint) +
+                "; units are B, KiB, MiB, GiB, TiB: powers of 1024)");
+}
+
+std::optional<memory_limit> parse_limit(std::string_view key, std::string_view value) {
+  if (value == "none") return std::nullopt;
+  constexpr std::string_view hint = "64GiB or 0.5";
+  const auto parts = split_size(value);
+  if (!parts) bad_value(key, value, "not a size (use e.g. " + std::string(hint) + ")");
+  if (!parts->unit.empty()) {
+    const std::uint64_t bytes = parse_size(key, value, hint, false);
+    if (bytes == 0) bad_value(key, value, "zero; omit the key (or use 'none') for no limit");
+    return memory_limit{bytes, std::nullopt};
+  }
+  double f = 0;
+  const auto r = std::from_chars(parts->number.data(), parts->number.data() + parts->number.size(),
+                                 f);
+  if (r.ec != std::errc{} || !(f > 0.0 && f <= 1.0))
+    bad_value(key, value,
+              "not a fraction 0 < f <= 1 of the memory (sizes need a unit, e.g. " +
+                  std::string(hint) + ")");
+  return memory_limit{0, f};
+}
+
+std::string size_string(std::uint64_t bytes) {
+  if (bytes == 0) return "0";
+  for (const auto& u : kUnits)
+    if (bytes % u.bytes == 0) return std::to_string(bytes / u.bytes) + std::string(u.name);
+  return std::to_string(bytes) + "B";  // unreachable: B divides everything
+}
+
+std::string limit_string(const std::optional<memory_limit>& l) {
+  if (!l) return "none";
+  if (!l->fraction) return size_string(l->bytes);
+  std::array<char, 64> buf{};
+  // Fixed notation: the parser takes no exponent; shortest form that reads back exactly.
+  const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), *l->fraction,
+                               std::chars_format::fixed);
+  return std::string(buf.data(), r.ptr);
+}
+
+// limit.node<N> -> N.
+int node_of_key(std::string_view key) {
+  const std::string_view digits = key.substr(kNodeLimitKey.size());
+  int n = -1;
+  const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (digits.empty() || r.ec != std::errc{} || r.ptr != digits.data() + digits.size() || n < 0)
+    fail("'" + std::string(key) +
+         "' needs a NUMA node number after limit.node (e.g. limit.node0:64GiB)");
+  return n;
+}
+
+// ---- the table -------------------------------------------------------------------------------
+
+using apply_fn = void (*)(alloc_options&, std::string_view key, std::string_view value);
+using print_fn = void (*)(const alloc_options&, std::vector<std::string>& items);
+
+struct option_row {
+  alloc_option_doc doc;
+  apply_fn apply;
+  print_fn print;
+};
+
+constexpr std::array kRows{
+    option_row{{"policy", "local | node:N | device:D | interleave:SET", "local",
+                "Where fresh memory is placed: the calling thread's node, NUMA node N, the node of "
+                "GPU D (in topology order), or interleaved over SET (e.g. 0-3, 0,2 or all)."},
+               [](alloc_options& o, std::string_view, std::string_view v) {
+                 o.policy = with_key("policy", [v] { return parse_placement(v); });
+               },
+               [](const alloc_options& o, std::vector<std::string>& items) {
+                 items.push_back("policy:" + to_string(o.policy));
+               }},
+    option_row{{"spill", "never | warn | allow", "never",
+                "When the chosen node is exhausted or over its limit: fail (never), take the "
+                "nearest other node and log it (warn), or take it silently (allow)."},
+               [](alloc_options& o, std::string_view k, std::string_view v) {
+                 o.spill = with_key(k, [v] { return parse_spill_policy(v); });
+               },
+               [](const alloc_options& o, std::vector<std::string>& items) {
+                 items.push_back("spill:" + std::string(to_string(o.spill)));
+               }},
+    option_row{{"kind", "fine | coarse | extended_fine", "fine",
+                "CPU-GPU coherence of GPU-visible memory: fine (coherent during kernels), coarse "
+                "(coherent at synchronization points; full GPU L2 use), extended_fine (adds "
+                "system-scope atomics)."},
+               [](alloc_options& o, std::string_view k, std::string_view v) {
+                 o.kind = parse_enum(kKinds, k, v);
+               },
+               [](const alloc_options& o, std::vector<std::string>& items) {
+                 items.push_back("kind:" + std::string(enum_name(kKinds, o.kind)));
+               }},
+    option_row{{"huge_pages", "true | false", "true",
+                "Advise transparent huge pages (MADV_HUGEPAGE) on fresh 2 MiB-aligned segments; "
+                "4 KiB pages cost GPU TLB reach."},
+               [](alloc_options& o, std::string_view k, std::string_view v) {
+                 o.huge_pages = parse_enum(kBools, k, v);
+               },
+               [](const alloc_options& o, std::vector<std::string>& items) {
+                 items.push_back("huge_pages:" + std::string(enum_name(kBools, o.huge_pages)));
+               }},
+    option_row{{"populate", "none | touch | map_populate", "none",
+                "Back fresh segments before first use: lazily on first touch (none), by touching "
+                "them on the target node (touch), or with MAP_POPULATE (map_populate)."},
+               [](alloc_options& o, std::string_view k, std::string_view v) {
+                 o.populate = with_key(k, [v] { return parse_populate_mode(v); });
+               },
+               [](const alloc_options& o, std::vector<std::string>& items) {
+                 items.push_back("populate:" + std::string(to_string(o.populate)));
+               }},
+    option_row{{"limit.total", "size | fraction | none", "none",
+                "Most memory the allocator may hold over all nodes: a size (e.g. 400GiB) or a "
+                "fraction 0 < f <= 1 of the machine's memory (e.g. 0.9)."},
+               [](alloc_options& o, std::string_view k, std::string_view v) {
+                 o.limit_total = parse_limit(k, v);
+               },
+               [](const alloc_options& o, std::vector<std::string>& items) {
+                 items.push_back("limit.total:" + limit_string(o.limit_total));
+               }},
+    option_row{{"limit.node<N>", "size | fraction | none", "none",
+                "Most memory the allocator may hold on NUMA node N: a size (e.g. 64GiB) or a "
+                "fraction 0 < f <= 1 of that node's memory (e.g. 0.5); one key per node."},
+               [](alloc_options& o, std::string_view k, std::string_view v) {
+                 const int node = node_of_key(k);
+                 if (auto l = parse_limit(k, v))
+                   o.limit_node[node] = *l;
+                 else
+                   o.limit_node.erase(node);
+               },
+               [](const alloc_options& o, std::vector<std::string>& items) {
+                 for (const auto& [node, l] : o.limit_node)
+                   items.push_back(std::string(kNodeLimitKey) + std::to_string(node) + ":" +
+                                   limit_string(l));
+               }},
+    option_row{{"max_cached", "size | 0", "0",
+                "Most free memory the cache keeps before returning segments to the system; 0 "
+                "means no cap (memory is returned by trim() or when an allocation fails)."},
+               [](alloc_options& o, std::string_view k, std::string_view v) {
+                 o.max_cached = parse_size(k, v, "8GiB or 0 for no cap", true);
+               },
+               [](const alloc_options& o, std::vector<std::string>& items) {
+                 items.push_back("max_cached:" + size_string(o.max_cached));
+               }},
+};
+
+constexpr auto kDocs = [] {
+  std::array<alloc_option_doc, kRows.size()> docs{};
+  for (std::size_t i = 0; i < kRows.size(); ++i) docs[i] = kRows[i].doc;
+  return docs;
+}();
+
+const option_row* find_row(std::string_view key) {
+  for (const auto& r : kRows)
+    if (r.doc.key == key || (r.doc.key == "limit.node<N>" && key.starts_with(kNodeLimitKey)))
+      return &r;
+  return nullptr;
+}
+
+std::string known_keys() {
+  std::string out;
+  for (const auto& r : kRows) out += (out.empty() ? "" : ", ") + std::string(r.doc.key);
+  return out;
+}
+
+struct item {
+  std::string key;
+  std::string value;
+};
+
+// Note [How UMEM_ALLOC_CONF is split].
+std::vector<item> split_items(std::string_view text) {
+  std::vector<item> items;
+  for (;;) {
+    const auto comma = text.find(',');
+    const std::string_view raw = trim(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    if (!raw.empty()) {
+      const auto colon = raw.find(':');
+      if (colon != std::string_view::npos) {
+        items.push_back({std::string(trim(raw.substr(0, colon))),
+                         std::string(trim(raw.substr(colon + 1)))});
+      } else if (!items.empty() && items.back().key == "policy") {
+        items.back().value += "," + std::string(raw);  // an interleave set: interleave:0,2
+      } else {
+        fail("'" + std::string(raw) + "' is not key:value (known keys: " + known_keys() + ")");
+      }
+    }
+    if (comma == std::string_view::npos) break;
+  }
+  return items;
+}
+
+}  // namespace
+
+std::span<const alloc_option_doc> alloc_option_table() { return kDocs; }
+
+alloc_options parse_alloc_conf(std::string_view text, alloc_options base) {
+  std::set<std::string> seen;
+  for (const auto& [key, value] : split_items(text)) {
+    const option_row* row = find_row(key);
+    if (row == nullptr) fail("unknown key '" + key + "' (known: " + known_keys() + ")");
+    const std::string canonical =
+        key.starts_with(kNodeLimitKey) ? std::string(kNodeLimitKey) +
+                                             std::to_string(node_of_key(key))
+                                       : key;
+    if (!seen.insert(canonical).second)
+      fail("key '" + canonical + "' is given more than once; give each key once");
+    row->apply(base, key, value);
+  }
+  return base;
+}
+
+alloc_options options_from_environment() {
+  const auto conf = env_value("UMEM_ALLOC_CONF");
+  return conf ? parse_alloc_conf(*conf) : alloc_options{};
+}
+
+std::string describe(const alloc_options& options) {
+  std::vector<std::string> items;
+  for (const auto& r : kRows) r.print(options, items);
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ",") + i;
+  return out;
+}
+
+resolved_limits resolve_limits(const alloc_options& options, const numa_topology& numa) {
+  const auto of = [](double fraction, std::uint64_t memory) {
+    return static_cast<std::uint64_t>(
+        std::floor(static_cast<long double>(fraction) * static_cast<long double>(memory)));
+  };
+  resolved_limits out;
+  if (const auto& t = options.limit_total) {
+    std::uint64_t machine = 0;
+    for (const auto& n : numa.nodes) machine += n.memory_total_bytes;
+    if (t->fraction && machine == 0)
+      fail("limit.total: the fraction " + limit_string(t) +
+           " needs the machine's memory size, which the topology does not know; give a size "
+           "(e.g. 400GiB)");
+    out.total_bytes = t->fraction ? of(*t->fraction, machine) : t->bytes;
+  }
+  for (const auto& [index, l] : options.limit_node) {
+    const std::string key = std::string(kNodeLimitKey) + std::to_string(index);
+    const auto node = std::find_if(numa.nodes.begin(), numa.nodes.end(),
+                                   [&](const numa_node& n) { return n.os_index == index; });
+    if (node == numa.nodes.end()) {
+      std::string nodes;
+      for (const auto& n : numa.nodes)
+        nodes += (nodes.empty() ? "" : ", ") + std::to_string(n.os_index);
+      fail(key + ": this machine has no NUMA node " + std::to_string(index) + " (its nodes: " +
+           (nodes.empty() ? std::string("none known") : nodes) + ")");
+    }
+    if (l.fraction && node->memory_total_bytes == 0)
+      fail(key + ": the fraction " + limit_string(l) + " needs node " + std::to_string(index) +
+           "'s memory size, which the topology does not know; give a size (e.g. 64GiB)");
+    out.node_bytes[index] = l.fraction ? of(*l.fraction, node->memory_total_bytes) : l.bytes;
+  }
+  return out;
+}
+
+}  // namespace umem::alloc

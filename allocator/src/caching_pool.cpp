@@ -1,0 +1,383 @@
+#include "umem/allocator/caching_pool.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "umem/core/error.hpp"
+#include "umem/core/log.hpp"
+
+namespace umem::alloc {
+
+namespace {
+
+constexpr std::size_t size_max = std::numeric_limits<std::size_t>::max();
+
+std::int64_t signed_size(std::size_t n) { return static_cast<std::int64_t>(n); }
+
+std::uintptr_t address_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+const void* pointer_of(std::uintptr_t a) { return reinterpret_cast<const void*>(a); }
+
+const char* bind_mode_name(bind_mode m) {
+  switch (m) {
+    case bind_mode::bind: return "bind";
+    case bind_mode::preferred: return "preferred";
+    case bind_mode::interleave: return "interleave";
+  }
+  return "unknown";
+}
+
+const pool_config& validated(const pool_config& c) {
+  auto bad = [](const std::string& what) {
+    throw_error(errc::invalid_argument, "caching_pool: invalid pool_config: " + what);
+  };
+  if (c.alignment == 0 || (c.alignment & (c.alignment - 1)) != 0)
+    bad("alignment " + std::to_string(c.alignment) + " is not a power of two");
+  auto multiple = [&](std::size_t v, const char* name) {
+    if (v == 0 || v % c.alignment != 0)
+      bad(std::string(name) + " = " + std::to_string(v) + " must be a non-zero multiple of " +
+          "the alignment (" + std::to_string(c.alignment) + ")");
+  };
+  multiple(c.small_threshold, "small_threshold");
+  multiple(c.small_segment_size, "small_segment_size");
+  multiple(c.large_segment_rounding, "large_segment_rounding");
+  if (c.small_segment_size < c.small_threshold)
+    bad("small_segment_size (" + std::to_string(c.small_segment_size) +
+        ") is smaller than small_threshold (" + std::to_string(c.small_threshold) + ")");
+  return c;
+}
+
+}  // namespace
+
+caching_pool::caching_pool(upstream_source& upstream, node_binding binding, coherence kind,
+                           pool_config config, global_peak_tracker* global)
+    : upstream_(upstream),
+      binding_(std::move(binding)),
+      kind_(kind),
+      config_(validated(config)),
+      global_(global),
+      small_(config_.alignment),
+      large_(config_.small_threshold) {}
+
+caching_pool::~caching_pool() {
+  if (!live_.empty())
+    log().warn("umem pool {}: destroyed with {} blocks still allocated; their memory is returned "
+               "to the upstream now",
+               describe(), live_.size());
+  for (const auto& [base, rec] : segments_) upstream_.deallocate(rec.seg);
+  // Keep the global tracker equal to the sum of the pools that still exist.
+  if (global_)
+    for (std::size_t m = 0; m < metric_count; ++m)
+      for (std::size_t c = 0; c < size_class_count; ++c)
+        global_->add(static_cast<metric>(m), static_cast<size_class>(c),
+                     -stats_.gauges[m][c].current);
+}
+
+std::string caching_pool::describe() const {
+  std::ostringstream s;
+  s << (binding_.nodes.size() == 1 ? "node " : "nodes ");
+  for (std::size_t i = 0; i < binding_.nodes.size(); ++i) s << (i ? "," : "") << binding_.nodes[i];
+  if (binding_.nodes.empty()) s << "(none)";
+  s << " (" << bind_mode_name(binding_.mode) << "), " << to_string(kind_);
+  return s.str();
+}
+
+void caching_pool::change(metric m, size_class c, std::int64_t delta) {
+  for (size_class x : {size_class::all, c}) {
+    stat& s = stats_(m, x);
+    if (delta >= 0)
+      s.increase(delta);
+    else
+      s.decrease(-delta);
+    if (global_) global_->add(m, x, delta);
+  }
+}
+
+std::size_t caching_pool::cached_bytes() const {
+  return static_cast<std::size_t>(stats_(metric::reserved_bytes, size_class::all).current -
+                                  stats_(metric::allocated_bytes, size_class::all).current);
+}
+
+std::string caching_pool::stats_summary() const {
+  std::ostringstream s;
+  s << "pool stats: allocated " << stats_(metric::allocated_bytes, size_class::all).current
+    << " bytes, reserved " << stats_(metric::reserved_bytes, size_class::all).current
+    << " bytes, cached " << cached_bytes() << " bytes in "
+    << stats_(metric::segment, size_class::all).current << " segments";
+  return s.str();
+}
+
+void caching_pool::fail_out_of_memory(std::size_t request, const std::string& why) {
+  ++stats_[counter::num_ooms];
+  throw_error(errc::out_of_memory, "umem pool " + describe() + ": out of memory allocating " +
+                                       std::to_string(request) + " bytes: " + why + "; " +
+                                       stats_summary());
+}
+
+void* caching_pool::allocate(std::size_t bytes) {
+  const std::size_t align = config_.alignment;
+  if (bytes == 0)
+    throw_error(errc::invalid_argument,
+                "umem pool " + describe() + ": allocate(0): a request must be at least 1 byte");
+  if (bytes > size_max - (align - 1))
+    throw_error(errc::invalid_argument, "umem pool " + describe() + ": allocate(" +
+                                            std::to_string(bytes) + "): the size overflows when "
+                                            "rounded up to the alignment of " +
+                                            std::to_string(align) + " bytes");
+  const std::size_t rounded = (bytes + align - 1) & ~(align - 1);
+  const size_class c = rounded < config_.small_threshold ? size_class::small_pool
+                                                         : size_class::large_pool;
+  std::size_t segment_bytes = config_.small_segment_size;
+  if (c == size_class::large_pool) {
+    const std::size_t r = config_.large_segment_rounding;
+    if (rounded > size_max - (r - 1))
+      throw_error(errc::invalid_argument, "umem pool " + describe() + ": allocate(" +
+                                              std::to_string(bytes) + "): the size overflows "
+                                              "when rounded up to a segment of a multiple of " +
+                                              std::to_string(r) + " bytes");
+    segment_bytes = (rounded + r - 1) / r * r;
+  }
+
+  std::lock_guard lock(mutex_);
+  free_list& list = list_of(c);
+  block* b = list.best_fit(rounded);
+  if (b) {
+    list.take(b, rounded);
+    ++stats_[counter::cache_hits];
+  } else {
+    b = new_segment_block(rounded, segment_bytes, c, bytes);
+  }
+  try {
+    live_.emplace(b->address, live_block{b, c});
+  } catch (...) {
+    list.release(b);
+    throw;
+  }
+  b->requested = bytes;
+  change(metric::allocated_bytes, c, signed_size(b->size));
+  change(metric::requested_bytes, c, signed_size(bytes));
+  change(metric::allocation, c, 1);
+  return reinterpret_cast<void*>(b->address);
+}
+
+block* caching_pool::new_segment_block(std::size_t block_bytes, std::size_t segment_bytes,
+                                       size_class c, std::size_t request) {
+  const segment seg = obtain_segment(segment_bytes, request);
+  const std::uintptr_t base = address_of(seg.base);
+  free_list& list = list_of(c);
+  try {
+    const auto [it, inserted] = segments_.emplace(base, segment_record{seg, nullptr, c});
+    if (!inserted)
+      throw_error(errc::internal, "umem pool " + describe() + ": the upstream (" +
+                                      upstream_.describe() +
+                                      ") returned a segment this pool already holds");
+    try {
+      it->second.first = list.add_segment(base, seg.size);
+    } catch (...) {
+      segments_.erase(it);
+      throw;
+    }
+  } catch (...) {
+    upstream_.deallocate(seg);
+    ++stats_[counter::upstream_frees];
+    throw;
+  }
+  change(metric::reserved_bytes, c, signed_size(seg.size));
+  change(metric::segment, c, 1);
+  return list.take(segments_.at(base).first, block_bytes);
+}
+
+segment caching_pool::obtain_segment(std::size_t segment_bytes, std::size_t request) {
+  const std::size_t limit = config_.limit_bytes;
+  auto reserved = [this] {
+    return static_cast<std::size_t>(stats_(metric::reserved_bytes, size_class::all).current);
+  };
+  auto over_limit = [&](std::size_t n) {
+    return limit != 0 && n > limit - std::min(limit, reserved());
+  };
+  if (over_limit(segment_bytes)) {
+    release_free_segments(0);
+    if (over_limit(segment_bytes))
+      fail_out_of_memory(request, "a new segment of " + std::to_string(segment_bytes) +
+                                      " bytes would take the reserved bytes from " +
+                                      std::to_string(reserved()) + " past the pool's limit of " +
+                                      std::to_string(limit) +
+                                      " bytes (limit_bytes); free memory or raise the limit");
+  }
+
+  segment seg;
+  try {
+    seg = upstream_.allocate(segment_bytes, binding_, kind_);
+  } catch (const error& first) {
+    if (first.code() != errc::out_of_memory) throw;
+    if (release_free_segments(0) == 0)
+      fail_out_of_memory(request, std::string("the upstream has no memory (") + first.what() +
+                                      ") and this pool had no free segment to release");
+    ++stats_[counter::num_alloc_retries];
+    try {
+      seg = upstream_.allocate(segment_bytes, binding_, kind_);
+    } catch (const error& second) {
+      if (second.code() != errc::out_of_memory) throw;
+      fail_out_of_memory(request,
+                         std::string("the upstream has no memory even after this pool released "
+                                     "its free segments (") +
+                             second.what() + ")");
+    }
+  }
+  ++stats_[counter::upstream_allocs];
+
+  auto give_back = [&] {
+    upstream_.deallocate(seg);
+    ++stats_[counter::upstream_frees];
+  };
+  if (seg.size < segment_bytes || address_of(seg.base) % config_.alignment != 0) {
+    std::ostringstream s;
+    s << "umem pool " << describe() << ": the upstream (" << upstream_.describe()
+      << ") returned " << seg.size << " bytes at " << seg.base << " for a request of "
+      << segment_bytes << " bytes aligned to " << config_.alignment;
+    give_back();
+    throw_error(errc::internal, s.str());
+  }
+  if (over_limit(seg.size)) {
+    const std::size_t got = seg.size;
+    give_back();
+    fail_out_of_memory(request, "the upstream rounded a segment of " +
+                                    std::to_string(segment_bytes) + " bytes up to " +
+                                    std::to_string(got) + ", past the pool's limit of " +
+                                    std::to_string(limit) + " bytes (limit_bytes)");
+  }
+  return seg;
+}
+
+void caching_pool::deallocate(void* p) {
+  if (!p) return;
+  std::lock_guard lock(mutex_);
+  const auto it = live_.find(address_of(p));
+  if (it == live_.end()) fail_bad_free(p);
+  const live_block lb = it->second;
+  const std::size_t size = lb.b->size;
+  const std::size_t requested = lb.b->requested;
+  live_.erase(it);
+  list_of(lb.pool).release(lb.b);
+  change(metric::allocated_bytes, lb.pool, -signed_size(size));
+  change(metric::requested_bytes, lb.pool, -signed_size(requested));
+  change(metric::allocation, lb.pool, -1);
+  if (config_.max_cached_bytes != 0 && cached_bytes() > config_.max_cached_bytes)
+    release_free_segments(config_.max_cached_bytes);
+}
+
+void caching_pool::fail_bad_free(const void* p) const {
+  const std::uintptr_t a = address_of(p);
+  std::ostringstream s;
+  s << "umem pool " << describe() << ": deallocate(" << p << "): ";
+  auto seg = segments_.upper_bound(a);
+  if (seg != segments_.begin()) --seg;
+  if (seg == segments_.end() || a < seg->first || a - seg->first >= seg->second.seg.size) {
+    s << "not allocated by this pool (it lies in none of its segments); free it with the "
+         "allocator that returned it";
+    throw_error(errc::invalid_argument, s.str());
+  }
+  const block* b = seg->second.first;
+  while (b->next && b->next->address <= a) b = b->next;
+  if (b->allocated)
+    s << "not the start of an allocation: it lies " << (a - b->address)
+      << " bytes inside the allocated block at " << pointer_of(b->address)
+      << "; pass exactly the pointer allocate() returned";
+  else if (b->address == a)
+    s << "double free: this address starts a block that is already free";
+  else
+    s << "double free or invalid pointer: it lies inside the free block at "
+      << pointer_of(b->address) << " (" << b->size
+      << " bytes; a freed block merges into a free lower neighbour)";
+  throw_error(errc::invalid_argument, s.str());
+}
+
+bool caching_pool::owns(const void* p) const {
+  const std::uintptr_t a = address_of(p);
+  std::lock_guard lock(mutex_);
+  auto it = segments_.upper_bound(a);
+  if (it == segments_.begin()) return false;
+  --it;
+  return a - it->first < it->second.seg.size;
+}
+
+std::size_t caching_pool::block_size(const void* p) const {
+  std::lock_guard lock(mutex_);
+  const auto it = live_.find(address_of(p));
+  if (it == live_.end()) {
+    std::ostringstream s;
+    s << "umem pool " << describe() << ": block_size(" << p
+      << "): not a live allocation of this pool";
+    throw_error(errc::invalid_argument, s.str());
+  }
+  return it->second.b->size;
+}
+
+std::size_t caching_pool::trim() {
+  std::lock_guard lock(mutex_);
+  return release_free_segments(0);
+}
+
+std::size_t caching_pool::release_free_segments(std::size_t keep_cached) {
+  std::vector<std::pair<block*, size_class>> candidates;
+  for (size_class c : {size_class::small_pool, size_class::large_pool})
+    for (block* b : list_of(c).free_segments()) candidates.emplace_back(b, c);
+  // Largest first: the fewest upstream calls to get under keep_cached.
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const auto& x, const auto& y) { return x.first->size > y.first->size; });
+  std::size_t released = 0;
+  for (const auto& [b, c] : candidates) {
+    if (cached_bytes() <= keep_cached) break;
+    const auto it = segments_.find(b->segment_base);
+    const segment seg = it->second.seg;
+    list_of(c).remove_segment(b);
+    segments_.erase(it);
+    upstream_.deallocate(seg);
+    ++stats_[counter::upstream_frees];
+    change(metric::reserved_bytes, c, -signed_size(seg.size));
+    change(metric::segment, c, -1);
+    released += seg.size;
+  }
+  if (released != 0)
+    log().debug("umem pool {}: returned {} bytes to the upstream", describe(), released);
+  return released;
+}
+
+pool_stats caching_pool::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+pool_snapshot caching_pool::snapshot() const {
+  std::lock_guard lock(mutex_);
+  pool_snapshot out;
+  out.segments.reserve(segments_.size());
+  for (const auto& [base, rec] : segments_) {
+    segment_snapshot s;
+    s.base = base;
+    s.size = rec.seg.size;
+    s.binding = rec.seg.binding;
+    s.kind = rec.seg.kind;
+    s.huge_pages = rec.seg.huge_pages;
+    s.pool = rec.pool;
+    for (const block* b = rec.first; b; b = b->next)
+      s.blocks.push_back({b->address - base, b->size, b->requested, b->allocated});
+    out.segments.push_back(std::move(s));
+  }
+  return out;
+}
+
+void caching_pool::reset_peak_stats() {
+  std::lock_guard lock(mutex_);
+  stats_.reset_peak();
+}
+
+void caching_pool::count_spill() {
+  std::lock_guard lock(mutex_);
+  ++stats_[counter::spills];
+}
+
+}  // namespace umem::alloc

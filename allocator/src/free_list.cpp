@@ -1,0 +1,114 @@
+#include "umem/allocator/free_list.hpp"
+
+#include <algorithm>
+#include <cassert>
+
+#include "umem/core/error.hpp"
+
+namespace umem::alloc {
+
+free_list::free_list(std::size_t min_split_remainder) : min_split_(min_split_remainder) {
+  if (min_split_ == 0)
+    throw_error(errc::invalid_argument, "free_list: the minimum split remainder must be > 0");
+}
+
+// Keeps spare_'s capacity >= the number of records, so recycle() never allocates (and never
+// throws) in the middle of a merge.
+block* free_list::new_block() {
+  if (spare_.empty()) {
+    if (spare_.capacity() < storage_.size() + 1)
+      spare_.reserve(std::max<std::size_t>(16, 2 * spare_.capacity()));
+    return &storage_.emplace_back();
+  }
+  block* b = spare_.back();
+  spare_.pop_back();
+  *b = block{};
+  return b;
+}
+
+void free_list::recycle(block* b) { spare_.push_back(b); }
+
+void free_list::insert_free(block* b) {
+  free_.insert(b);
+  free_bytes_ += b->size;
+}
+
+void free_list::erase_free(block* b) {
+  const auto erased = free_.erase(b);
+  assert(erased == 1);
+  (void)erased;
+  free_bytes_ -= b->size;
+}
+
+block* free_list::add_segment(std::uintptr_t base, std::size_t size) {
+  block* b = new_block();
+  b->address = base;
+  b->size = size;
+  b->segment_base = base;
+  insert_free(b);
+  return b;
+}
+
+block* free_list::best_fit(std::size_t bytes) const {
+  const auto it = free_.lower_bound(by_size_then_address::key{bytes, 0});
+  return it == free_.end() ? nullptr : *it;
+}
+
+block* free_list::take(block* b, std::size_t bytes) {
+  assert(!b->allocated && bytes <= b->size);
+  erase_free(b);
+  const std::size_t remainder = b->size - bytes;
+  if (remainder >= min_split_) {
+    block* tail = new_block();
+    tail->address = b->address + bytes;
+    tail->size = remainder;
+    tail->segment_base = b->segment_base;
+    tail->prev = b;
+    tail->next = b->next;
+    if (b->next) b->next->prev = tail;
+    b->next = tail;
+    b->size = bytes;
+    insert_free(tail);
+  }
+  b->allocated = true;
+  return b;
+}
+
+block* free_list::release(block* b) {
+  assert(b->allocated);
+  b->allocated = false;
+  b->requested = 0;
+  // Absorb the higher neighbour into b, then b into the lower one: the lower block survives.
+  if (block* n = b->next; n && !n->allocated) {
+    erase_free(n);
+    b->size += n->size;
+    b->next = n->next;
+    if (n->next) n->next->prev = b;
+    recycle(n);
+  }
+  if (block* p = b->prev; p && !p->allocated) {
+    erase_free(p);
+    p->size += b->size;
+    p->next = b->next;
+    if (b->next) b->next->prev = p;
+    recycle(b);
+    b = p;
+  }
+  insert_free(b);
+  return b;
+}
+
+std::vector<block*> free_list::free_segments() const {
+  std::vector<block*> out;
+  for (auto it = free_.rbegin(); it != free_.rend(); ++it)
+    if (is_free_segment(*it)) out.push_back(*it);
+  return out;
+}
+
+void free_list::remove_segment(block* b) {
+  assert(is_free_segment(b));
+  erase_free(b);
+  recycle(b);
+}
+
+}  // namespace umem::alloc

@@ -1,0 +1,205 @@
+// The assembled allocator: placement, spill, limits, misuse, statistics, the pmr adaptor, on this
+// one-node machine (real host memory) and on 4-node models served by test doubles.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory_resource>
+#include <vector>
+
+#include "allocator/fake_upstream.hpp"
+#include "allocator/mi300a_double_fixture.hpp"
+#include "umem/allocator/allocator.hpp"
+#include "umem/allocator/no_gpu_mapper.hpp"
+#include "umem/core/error.hpp"
+
+namespace {
+
+using namespace umem::alloc;
+using umem::errc;
+using umem::alloc::test::fake_upstream;
+
+constexpr std::size_t MiB = 1u << 20;
+
+// A 4-node model shaped like a 4-socket MI300A (10/32), with no GPU runtime.
+umem::topology four_nodes() {
+  umem::topology t;
+  for (int n = 0; n < 4; ++n) t.numa.nodes.push_back({n, {unsigned(n)}, 128ull << 30, {}, n});
+  t.numa.distances = {{10, 32, 32, 32}, {32, 10, 32, 32}, {32, 32, 10, 32}, {32, 32, 32, 10}};
+  return t;
+}
+
+// A fake upstream per test that records each segment's binding.
+struct four_node_allocator {
+  fake_upstream* upstream = nullptr;
+  std::unique_ptr<allocator> a;
+  explicit four_node_allocator(const std::string& conf, std::size_t capacity = 0) {
+    auto up = std::make_unique<fake_upstream>(capacity, 2 * MiB, 4096);
+    upstream = up.get();
+    a = std::make_unique<allocator>(parse_alloc_conf(conf), four_nodes(), std::move(up),
+                                    std::make_unique<no_gpu_mapper>("test: no GPU"));
+  }
+};
+
+template <typename F>
+umem::error expect_error(F&& f, errc code) {
+  try {
+    f();
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    return e;
+  }
+  ADD_FAILURE() << "no umem::error thrown";
+  return umem::error(errc::internal, "");
+}
+
+TEST(Allocator, LiveMachineAllocatesHostMemoryAndSaysWhyNoGpu) {
+  allocator a(alloc_options{});
+  EXPECT_FALSE(a.gpu_accessible()) << "no AMD GPU runtime on this machine";
+  EXPECT_NE(a.describe().find("no GPU runtime"), std::string::npos) << a.describe();
+  auto* p = static_cast<unsigned char*>(a.allocate(3 * MiB + 5));
+  std::memset(p, 0xab, 3 * MiB + 5);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 256, 0u);
+  EXPECT_GE(a.allocation_size(p), 3 * MiB + 5);
+  const auto r = a.residency(p, 3 * MiB);
+  std::size_t present = 0;
+  for (const auto& [node, pages] : r.pages_per_node) present += pages;
+  EXPECT_EQ(present, r.total_pages) << "every touched page is resident";
+  EXPECT_EQ(r.gpu_accessible, false);
+  const auto stats = a.memory_stats();
+  EXPECT_EQ(stats.at("allocated_bytes.all.current"), static_cast<std::int64_t>(a.allocation_size(p)));
+  EXPECT_EQ(stats.at("allocation.all.current"), 1);
+  a.deallocate(p);
+  EXPECT_EQ(a.memory_stats().at("allocated_bytes.all.current"), 0);
+  EXPECT_GT(a.trim(), 0u);
+  EXPECT_EQ(a.memory_stats().at("reserved_bytes.all.current"), 0);
+}
+
+TEST(Allocator, MisuseIsReportedAndChangesNothing) {
+  allocator a(alloc_options{});
+  expect_error([&] { a.allocate(0); }, errc::invalid_argument);
+  expect_error([&] { a.allocate(SIZE_MAX); }, errc::invalid_argument);
+  int on_stack = 0;
+  const auto foreign = expect_error([&] { a.deallocate(&on_stack); }, errc::invalid_argument);
+  EXPECT_NE(std::string(foreign.what()).find("not allocated by this umem allocator"),
+            std::string::npos);
+  void* p = a.allocate(1000);
+  void* q = a.allocate(1000);  // keeps the segment alive so p's block stays known as free
+  a.deallocate(p);
+  const auto twice = expect_error([&] { a.deallocate(p); }, errc::invalid_argument);
+  EXPECT_NE(std::string(twice.what()).find("double free"), std::string::npos) << twice.what();
+  EXPECT_EQ(a.memory_stats().at("allocation.all.current"), 1);
+  a.deallocate(q);
+  const auto unknown = expect_error([&] { a.allocate(64, {placement{placement_kind::node, 7, {}}, {}}); },
+                                    errc::invalid_argument);
+  EXPECT_NE(std::string(unknown.what()).find("7"), std::string::npos) << unknown.what();
+  a.deallocate(nullptr);
+}
+
+TEST(Allocator, PolicyDecidesTheBindingOfEverySegment) {
+  four_node_allocator f("policy:node:2");
+  void* p = f.a->allocate(MiB);
+  EXPECT_EQ(f.upstream->last_binding(), (node_binding{bind_mode::bind, {2}}));
+  void* q = f.a->allocate(MiB, {placement{placement_kind::interleave, -1, {0, 3}}, {}});
+  EXPECT_EQ(f.upstream->last_binding(), (node_binding{bind_mode::interleave, {0, 3}}));
+  void* c = f.a->allocate(8 * MiB, {std::nullopt, umem::coherence::coarse});
+  EXPECT_EQ(f.upstream->last_kind(), umem::coherence::coarse);
+  EXPECT_EQ(f.upstream->last_binding(), (node_binding{bind_mode::bind, {2}}));
+  const auto stats = f.a->memory_stats();
+  EXPECT_EQ(stats.at("allocation.node2_fine.current"), 1);
+  EXPECT_EQ(stats.at("allocation.node2_coarse.current"), 1);
+  EXPECT_EQ(stats.at("allocation.all.current"), 3);
+  for (void* x : {p, q, c}) f.a->deallocate(x);
+}
+
+TEST(Allocator, ABlockFreedOnOneNodeIsNeverReusedForAnother) {
+  four_node_allocator f("");
+  void* on1 = f.a->allocate(MiB, {placement{placement_kind::node, 1, {}}, {}});
+  f.a->deallocate(on1);
+  const auto calls = f.upstream->allocate_calls();
+  void* on3 = f.a->allocate(MiB, {placement{placement_kind::node, 3, {}}, {}});
+  EXPECT_EQ(f.upstream->allocate_calls(), calls + 1) << "node 3 needs its own segment";
+  EXPECT_EQ(f.upstream->last_binding(), (node_binding{bind_mode::bind, {3}}));
+  void* again1 = f.a->allocate(MiB, {placement{placement_kind::node, 1, {}}, {}});
+  EXPECT_EQ(again1, on1) << "node 1's cached block is reused for node 1";
+  f.a->deallocate(on3);
+  f.a->deallocate(again1);
+}
+
+TEST(Allocator, SpillNeverFailsWithTheNodeAndLeaksNothing) {
+  four_node_allocator f("policy:node:1,limit.node1:4MiB");
+  void* a = f.a->allocate(4 * MiB);
+  const auto e = expect_error([&] { f.a->allocate(2 * MiB); }, errc::out_of_memory);
+  EXPECT_NE(std::string(e.what()).find("limit.node1"), std::string::npos) << e.what();
+  EXPECT_EQ(f.a->memory_stats().at("allocation.all.current"), 1) << "no partial allocation";
+  EXPECT_EQ(f.upstream->outstanding_bytes(), 4 * MiB);
+  f.a->deallocate(a);
+}
+
+TEST(Allocator, SpillWarnTakesTheNearestNodeAndCountsIt) {
+  four_node_allocator f("policy:node:1,limit.node1:4MiB,spill:warn");
+  void* a = f.a->allocate(4 * MiB);
+  void* b = f.a->allocate(2 * MiB);
+  // Distances from node 1 are 32 to every other node: ties go to the lowest index, node 0.
+  EXPECT_EQ(f.upstream->last_binding(), (node_binding{bind_mode::bind, {0}}));
+  const auto stats = f.a->memory_stats();
+  EXPECT_EQ(stats.at("spills"), 1);
+  EXPECT_EQ(stats.at("spills.node1_fine"), 1);
+  EXPECT_EQ(stats.at("allocation.node0_fine.current"), 1);
+  f.a->deallocate(a);
+  f.a->deallocate(b);
+}
+
+TEST(Allocator, TotalLimitTrimsTheCacheBeforeFailing) {
+  four_node_allocator f("policy:node:0,limit.total:8MiB");
+  void* a = f.a->allocate(6 * MiB);
+  f.a->deallocate(a);  // cached: 6 MiB reserved, 0 allocated
+  void* b = f.a->allocate(2 * MiB + 1, {placement{placement_kind::node, 2, {}}, {}});
+  // 6 MiB cached on node 0 + 4 MiB would pass the 8 MiB limit: the cache must be trimmed first.
+  EXPECT_EQ(f.upstream->outstanding_bytes(), 4 * MiB);
+  EXPECT_EQ(f.a->memory_stats().at("reserved_bytes.all.current"), 4 * MiB);
+  f.a->deallocate(b);
+}
+
+TEST(Allocator, PmrContainersUseUmemMemory) {
+  four_node_allocator f("policy:node:3");
+  pmr_resource res(*f.a);
+  {
+    std::pmr::vector<int> v(&res);
+    for (int i = 0; i < 100000; ++i) v.push_back(i);
+    EXPECT_GT(f.a->memory_stats().at("allocated_bytes.all.current"), 0);
+    EXPECT_EQ(f.upstream->last_binding(), (node_binding{bind_mode::bind, {3}}));
+    EXPECT_EQ(v[99999], 99999);
+  }
+  EXPECT_EQ(f.a->memory_stats().at("allocated_bytes.all.current"), 0);
+  expect_error([&] { (void)res.allocate(64, 4096); }, errc::unsupported);
+  pmr_resource other(*f.a);
+  EXPECT_TRUE(res.is_equal(other));
+  EXPECT_FALSE(res.is_equal(*std::pmr::new_delete_resource()));
+}
+
+// The whole stack on the replayed 4-socket MI300A: each socket's memory goes to that socket's
+// CPU fine pool, visible to exactly that socket's GPU, and returns cleanly.
+class AllocatorOnMi300aDouble : public umem::alloc::test::GpuMapperDouble {};
+
+TEST_F(AllocatorOnMi300aDouble, EachSocketsMemoryIsLockedForItsOwnGpu) {
+  ASSERT_NO_FATAL_FAILURE(start(UMEM_ROCR_DOUBLE_PATH, "7.1"));
+  auto up = std::make_unique<fake_upstream>(0, 2 * MiB, 4096);  // nodes 1-3 do not exist here
+  allocator a(alloc_options{}, topo_, std::move(up), std::move(mapper_));
+  EXPECT_TRUE(a.gpu_accessible());
+  for (int node = 0; node < 4; ++node) {
+    void* p = a.allocate(MiB, {placement{placement_kind::device, node, {}}, {}});
+    const auto l = take_log();
+    ASSERT_EQ(l.size(), 1u) << log();
+    // CPU agent of socket N = KFD node N, its FINE pool is its pool 0; GPU N = KFD node 4+N.
+    const std::regex lock("memory_lock_to_pool size=2097152 pool=node" + std::to_string(node) +
+                          "/0 flags=0 agents=node" + std::to_string(4 + node) + " -> SUCCESS l[0-9]+");
+    EXPECT_TRUE(std::regex_match(l[0], lock)) << l[0];
+    a.deallocate(p);
+  }
+  EXPECT_EQ(a.trim(), 4 * 2 * MiB);
+  const auto l = take_log();
+  EXPECT_EQ(l.size(), 4u) << log();
+  for (const auto& line : l) EXPECT_EQ(line.rfind("memory_unlock ", 0), 0u) << line;
+}
+
+}  // namespace

@@ -1,0 +1,106 @@
+// Test double of umem::alloc::upstream_source: plain aligned host memory (no mmap, no NUMA, no
+// GPU), a settable capacity to simulate exhaustion, and a record of every call so tests can check
+// what the pool asked for and that it returned exactly what it got.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "umem/allocator/segment.hpp"
+#include "umem/core/error.hpp"
+
+namespace umem::alloc::test {
+
+class fake_upstream final : public upstream_source {
+ public:
+  // Segments are aligned to `alignment` and their size rounded up to `granularity`.
+  explicit fake_upstream(std::size_t capacity = 0, std::size_t granularity = 1,
+                         std::size_t alignment = 4096)
+      : capacity_(capacity), granularity_(granularity), alignment_(alignment) {}
+  ~fake_upstream() override {
+    for (const auto& [base, size] : live_) std::free(base);
+  }
+  fake_upstream(const fake_upstream&) = delete;
+  fake_upstream& operator=(const fake_upstream&) = delete;
+
+  segment allocate(std::size_t bytes, const node_binding& where, coherence kind) override {
+    std::lock_guard lock(mutex_);
+    ++allocate_calls_;
+    last_binding_ = where;
+    last_kind_ = kind;
+    const std::size_t size = (bytes + granularity_ - 1) / granularity_ * granularity_;
+    if (capacity_ != 0 && outstanding_ + size > capacity_) {
+      ++failed_calls_;
+      throw error(errc::out_of_memory, "fake_upstream: " + std::to_string(size) +
+                                           " bytes requested, " +
+                                           std::to_string(capacity_ - outstanding_) + " left");
+    }
+    // aligned_alloc wants a multiple of the alignment; untouched pages cost nothing.
+    void* p = std::aligned_alloc(alignment_, (size + alignment_ - 1) / alignment_ * alignment_);
+    if (!p) throw error(errc::out_of_memory, "fake_upstream: host malloc failed");
+    live_[p] = size;
+    outstanding_ += size;
+    return segment{p, size, where, kind, false};
+  }
+
+  void deallocate(const segment& s) noexcept override {
+    std::lock_guard lock(mutex_);
+    ++deallocate_calls_;
+    const auto it = live_.find(s.base);
+    if (it == live_.end() || it->second != s.size) {
+      ++bad_deallocates_;  // never handed out, already returned, or returned with another size
+      return;
+    }
+    outstanding_ -= it->second;
+    std::free(it->first);
+    live_.erase(it);
+  }
+
+  std::string describe() const override { return "fake upstream (aligned host memory)"; }
+
+  void set_capacity(std::size_t bytes) {
+    std::lock_guard lock(mutex_);
+    capacity_ = bytes;
+  }
+  std::size_t allocate_calls() const { return read(allocate_calls_); }
+  std::size_t deallocate_calls() const { return read(deallocate_calls_); }
+  std::size_t failed_calls() const { return read(failed_calls_); }
+  std::size_t bad_deallocates() const { return read(bad_deallocates_); }
+  std::size_t outstanding_bytes() const { return read(outstanding_); }
+  std::size_t outstanding_segments() const {
+    std::lock_guard lock(mutex_);
+    return live_.size();
+  }
+  node_binding last_binding() const {
+    std::lock_guard lock(mutex_);
+    return last_binding_;
+  }
+  coherence last_kind() const {
+    std::lock_guard lock(mutex_);
+    return last_kind_;
+  }
+
+ private:
+  std::size_t read(const std::size_t& v) const {
+    std::lock_guard lock(mutex_);
+    return v;
+  }
+
+  mutable std::mutex mutex_;
+  std::size_t capacity_;  // 0 = unlimited
+  std::size_t granularity_;
+  std::size_t alignment_;
+  std::map<void*, std::size_t> live_;
+  std::size_t outstanding_ = 0;
+  std::size_t allocate_calls_ = 0;
+  std::size_t deallocate_calls_ = 0;
+  std::size_t failed_calls_ = 0;
+  std::size_t bad_deallocates_ = 0;
+  node_binding last_binding_;
+  coherence last_kind_ = coherence::unknown;
+};
+
+}  // namespace umem::alloc::test
