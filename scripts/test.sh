@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: dependencies, a warnings-as-errors build with all tests,
-# the same under AddressSanitizer + UndefinedBehaviorSanitizer, and bounded fuzzing.
-# Env: UMEM_FUZZ_SECONDS (default 30 per target), UMEM_SKIP_FUZZ=1, UMEM_SKIP_ASAN=1.
+# the same under AddressSanitizer + UndefinedBehaviorSanitizer, the allocator under
+# ThreadSanitizer, the placement checks on a 4-NUMA-node VM, and bounded fuzzing.
+# Env: UMEM_FUZZ_SECONDS (default 30 per target); UMEM_SKIP_{ASAN,TSAN,VM,FUZZ}=1 skip a stage.
+# The VM stage skips only where QEMU cannot run, and fails instead under CI=true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -15,6 +17,17 @@ if [ "${UMEM_SKIP_ASAN:-0}" != 1 ]; then
   dir=$(scripts/build.sh asan | tail -n 1)
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$dir" --output-on-failure -j 2
+fi
+
+if [ "${UMEM_SKIP_TSAN:-0}" != 1 ]; then
+  echo "== ThreadSanitizer: allocator tests"
+  dir=$(scripts/build.sh tsan umem_allocator_tests | tail -n 1)
+  TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$dir" -L allocator --output-on-failure -j 2
+fi
+
+if [ "${UMEM_SKIP_VM:-0}" != 1 ]; then
+  echo "== multi-NUMA VM suite (4 nodes under QEMU)"
+  tests/vm/run-vm-suite.sh || [ $? -eq 77 ]
 fi
 
 if [ "${UMEM_SKIP_FUZZ:-0}" != 1 ]; then

@@ -20,9 +20,10 @@ struct run_result {
   std::string err;  // stderr
 };
 
-run_result run_umtopo(const std::string& args) {
+run_result run_umtopo_env(const std::string& env, const std::string& args) {
   const fs::path err_file = fs::temp_directory_path() / ("umtopo_err_" + std::to_string(getpid()));
-  const std::string cmd = std::string(UMTOPO_PATH) + " " + args + " 2>" + err_file.string();
+  const std::string cmd =
+      env + " " + std::string(UMTOPO_PATH) + " " + args + " 2>" + err_file.string();
   run_result r{};
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) throw std::runtime_error("popen failed");
@@ -34,6 +35,8 @@ run_result run_umtopo(const std::string& args) {
   fs::remove(err_file);
   return r;
 }
+
+run_result run_umtopo(const std::string& args) { return run_umtopo_env("", args); }
 
 std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
 
@@ -121,6 +124,15 @@ TEST(UmtopoCli, OptionsListsTheTable) {
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("UMEM_LOG_LEVEL"), std::string::npos);
   EXPECT_NE(r.out.find("UMEM_HSA_RUNTIME_LIB"), std::string::npos);
+  EXPECT_NE(r.out.find("limit.node<N>"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Effective allocator options: policy:local"), std::string::npos) << r.out;
+}
+
+TEST(UmtopoCli, MalformedAllocConfIsOneLineNamingTheKey) {
+  const auto r = run_umtopo_env("UMEM_ALLOC_CONF=polcy:node:1", "--options");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("unknown key 'polcy'"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "checks.hpp"
 #include "inputs.hpp"
 #include "report.hpp"
+#include "umem/allocator/alloc_config.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/options.hpp"
 #include "umem/core/snapshot.hpp"
@@ -32,11 +33,20 @@ std::string findings_json(const std::vector<umem::umtopo::finding>& findings) {
 }
 
 void print_options() {
+  std::printf("Environment:\n");
   for (const auto& opt : umem::env_options()) {
     const auto value = umem::env_value(opt.env_name);
-    std::printf("%-22s = %-28s %s (default: %s)\n", opt.env_name,
+    std::printf("  %-22s = %-28s %s (default: %s)\n", opt.env_name,
                 value ? value->c_str() : "(unset)", opt.doc, opt.default_text);
   }
+  std::printf("\nUMEM_ALLOC_CONF keys (key:value, comma separated):\n");
+  for (const auto& row : umem::alloc::alloc_option_table())
+    std::printf("  %-14s %-44s default %-6s %s\n", std::string(row.key).c_str(),
+                std::string(row.type).c_str(), std::string(row.default_value).c_str(),
+                std::string(row.doc).c_str());
+  // Throws, like the allocator would, when UMEM_ALLOC_CONF is malformed.
+  std::printf("\nEffective allocator options: %s\n",
+              umem::alloc::describe(umem::alloc::options_from_environment()).c_str());
 }
 
 }  // namespace

@@ -25,10 +25,7 @@
 #include "umem/allocator/residency.hpp"
 #include "umem/allocator/segment.hpp"
 #include "umem/core/topology.hpp"
-
-namespace umem::hsa {
-class rocr_library;
-}
+#include "umem/hsa_runtime/rocr_library.hpp"
 
 namespace umem::alloc {
 

@@ -54,7 +54,6 @@ class host_numa_source final : public upstream_source {
   std::string describe() const override;
 
   const host_source_config& config() const { return config_; }
-  const std::vector<int>& nodes() const { return nodes_; }
 
  private:
   void check_binding(const node_binding& where) const;

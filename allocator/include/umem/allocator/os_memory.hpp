@@ -65,7 +65,8 @@ std::optional<std::size_t> thp_bytes_by_page(const void* p, std::size_t bytes);
 // The NUMA node of the CPU the calling thread runs on now (getcpu).
 int current_node();
 
-// NUMA nodes this process may allocate on (libnuma's view of Mems_allowed), ascending.
+// NUMA nodes this process may allocate on (libnuma's view of Mems_allowed), ascending; {0} on a
+// kernel without NUMA support (mbind then fails with errc::unsupported).
 std::vector<int> allowed_nodes();
 
 // CPUs of `node` that this process may run on, ascending; empty for a memory-only node.
