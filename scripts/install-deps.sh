@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ clang pkg-config libclang-rt-14-dev
   libhwloc-dev hwloc libnuma-dev numactl libspdlog-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libhsa-runtime-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev libmimalloc-dev libhsa-runtime-dev
   qemu-system-x86 busybox-static cpio xz-utils
 )
 
