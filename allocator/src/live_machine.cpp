@@ -39,6 +39,8 @@ live_machine discover_live_machine() {
     hsa::discover_rocr(t, *m.rocr);
   else
     hsa::discover_rocr(t);
+  // After ROCr's verdict, which decides it; a CUDA backend adds its GPUs here.
+  m.backend = select_gpu_backend(t, m.rocr ? &*m.rocr : nullptr);
   t.kfd_nodes = hsa::read_kfd_topology(root);
   if (!t.kfd_nodes.empty()) t.sources.push_back("kfd-sysfs:/");
   t.knobs = hsa::read_kernel_knobs(root);

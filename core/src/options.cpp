@@ -15,6 +15,12 @@ constexpr std::array kOptions{
     env_option{"UMEM_HSA_RUNTIME_LIB", "unset",
                "Path of libhsa-runtime64.so.1 to load; tried before $ROCM_PATH/lib, "
                "/opt/rocm/lib and the default library search path."},
+    env_option{"UMEM_CUDA_DRIVER_LIB", "unset",
+               "Path of the CUDA driver library (libcuda.so.1) to load; tried before the default "
+               "library search path."},
+    env_option{"UMEM_GPU_BACKEND", "auto",
+               "GPU backend: auto (ROCr when its runtime is available, else CUDA when the driver "
+               "loads and has a device, else none), rocr, cuda or none."},
     env_option{"UMEM_ALLOC_CONF", "unset",
                "Allocator options as key:value pairs separated by commas, e.g. "
                "policy:node:1,spill:warn (keys: see the allocator options table)."},

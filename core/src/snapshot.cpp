@@ -15,7 +15,9 @@ using nlohmann::json;
 // model field is written as null when unknown, so a reader can tell "not known" from "false/0".
 // Enums are written as their to_string names, so a human can read and edit a snapshot.
 // Unknown keys are ignored (forward compatibility within one schema version); missing or
-// mistyped keys are errors naming the JSON path.
+// mistyped keys are errors naming the JSON path. Exception: the keys added for the CUDA backend
+// (agents[].cuda, cuda, gpu_backend) may be absent, so snapshots written before them still load
+// (absent reads as "not probed"); when present they are as strict as the rest.
 
 namespace umem {
 
@@ -56,6 +58,13 @@ class reader {
     if (!j_.is_object()) fail("expected an object");
     auto it = j_.find(key);
     if (it == j_.end()) throw std::invalid_argument(path_ + "." + key + ": missing");
+    return reader(*it, path_ + "." + key);
+  }
+  // The member, or nullopt when the key is absent (for keys added after a snapshot format).
+  std::optional<reader> find(const std::string& key) const {
+    if (!j_.is_object()) fail("expected an object");
+    auto it = j_.find(key);
+    if (it == j_.end()) return std::nullopt;
     return reader(*it, path_ + "." + key);
   }
   reader at(std::size_t i) const { return reader(j_.at(i), path_ + "[" + std::to_string(i) + "]"); }
@@ -134,6 +143,48 @@ memory_pool read_pool(const reader& r) {
   return p;
 }
 
+json write_cuda_device(const cuda_device_info& c) {
+  return json{{"ordinal", c.ordinal},
+              {"cc_major", c.cc_major},
+              {"cc_minor", c.cc_minor},
+              {"total_memory_bytes", c.total_memory_bytes},
+              {"integrated", opt(c.integrated)},
+              {"can_map_host_memory", opt(c.can_map_host_memory)},
+              {"unified_addressing", opt(c.unified_addressing)},
+              {"managed_memory", opt(c.managed_memory)},
+              {"pageable_memory_access", opt(c.pageable_memory_access)},
+              {"concurrent_managed_access", opt(c.concurrent_managed_access)},
+              {"can_use_host_pointer_for_registered_mem",
+               opt(c.can_use_host_pointer_for_registered_mem)},
+              {"host_register_supported", opt(c.host_register_supported)},
+              {"pageable_memory_access_uses_host_page_tables",
+               opt(c.pageable_memory_access_uses_host_page_tables)},
+              {"direct_managed_mem_access_from_host", opt(c.direct_managed_mem_access_from_host)},
+              {"host_numa_id", opt(c.host_numa_id)}};
+}
+
+cuda_device_info read_cuda_device(const reader& r) {
+  cuda_device_info c;
+  c.ordinal = r.at("ordinal").get<std::uint32_t>();
+  c.cc_major = r.at("cc_major").get<std::uint32_t>();
+  c.cc_minor = r.at("cc_minor").get<std::uint32_t>();
+  c.total_memory_bytes = r.at("total_memory_bytes").get<std::uint64_t>();
+  c.integrated = r.at("integrated").opt<bool>();
+  c.can_map_host_memory = r.at("can_map_host_memory").opt<bool>();
+  c.unified_addressing = r.at("unified_addressing").opt<bool>();
+  c.managed_memory = r.at("managed_memory").opt<bool>();
+  c.pageable_memory_access = r.at("pageable_memory_access").opt<bool>();
+  c.concurrent_managed_access = r.at("concurrent_managed_access").opt<bool>();
+  c.can_use_host_pointer_for_registered_mem =
+      r.at("can_use_host_pointer_for_registered_mem").opt<bool>();
+  c.host_register_supported = r.at("host_register_supported").opt<bool>();
+  c.pageable_memory_access_uses_host_page_tables =
+      r.at("pageable_memory_access_uses_host_page_tables").opt<bool>();
+  c.direct_managed_mem_access_from_host = r.at("direct_managed_mem_access_from_host").opt<bool>();
+  c.host_numa_id = r.at("host_numa_id").opt<int>();
+  return c;
+}
+
 json write_agent(const agent& a) {
   json pools = json::array();
   for (const auto& p : a.pools) pools.push_back(write_pool(p));
@@ -154,7 +205,8 @@ json write_agent(const agent& a) {
               {"bdfid", a.bdfid},
               {"pci_domain", opt(a.pci_domain)},
               {"nearest_cpu_kfd_node", opt(a.nearest_cpu_kfd_node)},
-              {"pools", pools}};
+              {"pools", pools},
+              {"cuda", a.cuda ? write_cuda_device(*a.cuda) : json(nullptr)}};
 }
 
 agent read_agent(const reader& r) {
@@ -177,6 +229,7 @@ agent read_agent(const reader& r) {
   a.pci_domain = r.at("pci_domain").opt<std::uint32_t>();
   a.nearest_cpu_kfd_node = r.at("nearest_cpu_kfd_node").opt<std::uint32_t>();
   r.at("pools").each([&](const reader& p) { a.pools.push_back(read_pool(p)); });
+  if (auto c = r.find("cuda"); c && !c->raw().is_null()) a.cuda = read_cuda_device(*c);
   return a;
 }
 
@@ -212,6 +265,22 @@ hsa_system_info read_hsa(const reader& r) {
   h.dmabuf_supported = r.at("dmabuf_supported").opt<bool>();
   h.mwaitx_enabled = r.at("mwaitx_enabled").opt<bool>();
   return h;
+}
+
+json write_cuda(const cuda_system_info& c) {
+  return json{{"state", to_string(c.state)},
+              {"state_reason", c.state_reason},
+              {"library_path", c.library_path},
+              {"driver_version", opt(c.driver_version)}};
+}
+
+cuda_system_info read_cuda(const reader& r) {
+  cuda_system_info c;
+  c.state = r.at("state").enumeration(kStates);
+  c.state_reason = r.at("state_reason").get<std::string>();
+  c.library_path = r.at("library_path").get<std::string>();
+  c.driver_version = r.at("driver_version").opt<int>();
+  return c;
 }
 
 json write_numa(const numa_topology& n) {
@@ -336,7 +405,9 @@ std::string snapshot_to_json(const topology& t) {
          {"sources", t.sources},    {"hostname", t.hostname},
          {"hsa", write_hsa(t.hsa)}, {"agents", agents},
          {"numa", write_numa(t.numa)}, {"kfd_nodes", kfd},
-         {"knobs", write_knobs(t.knobs)}, {"gpu_numa", bindings}};
+         {"knobs", write_knobs(t.knobs)}, {"gpu_numa", bindings},
+         {"cuda", write_cuda(t.cuda)},
+         {"gpu_backend", json{{"name", t.gpu_backend.name}, {"reason", t.gpu_backend.reason}}}};
   // Names read from a live runtime or sysfs are not guaranteed UTF-8; replace bad bytes (U+FFFD)
   // rather than failing to write a bug report.
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
@@ -372,6 +443,11 @@ topology snapshot_from_json(std::string_view text, const std::string& origin) {
       g.evidence = b.at("evidence").get<std::string>();
       t.gpu_numa.push_back(std::move(g));
     });
+    if (auto c = r.find("cuda")) t.cuda = read_cuda(*c);
+    if (auto b = r.find("gpu_backend")) {
+      t.gpu_backend.name = b->at("name").get<std::string>();
+      t.gpu_backend.reason = b->at("reason").get<std::string>();
+    }
     return t;
   } catch (const std::invalid_argument& e) {
     throw_error(errc::parse_error, origin + ": " + e.what());

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "umem/core/error.hpp"
 #include "umem/core/snapshot.hpp"
@@ -60,6 +61,32 @@ topology full_model() {
   group.size_bytes = 65536;
   g.pools.push_back(group);
   t.agents.push_back(g);
+  // An NVIDIA GPU from the CUDA backend, every cuda_device_info field set and the bools mixed.
+  agent n;
+  n.kind = agent_kind::gpu;
+  n.name = "sm_90";
+  n.marketing_name = "NVIDIA H200";
+  n.kfd_node = 9;
+  n.bdfid = 0x1800;
+  n.pci_domain = 0;
+  cuda_device_info cu;
+  cu.ordinal = 1;
+  cu.cc_major = 9;
+  cu.cc_minor = 0;
+  cu.total_memory_bytes = 150754820096ull;
+  cu.integrated = false;
+  cu.can_map_host_memory = true;
+  cu.unified_addressing = true;
+  cu.managed_memory = true;
+  cu.pageable_memory_access = false;
+  cu.concurrent_managed_access = true;
+  cu.can_use_host_pointer_for_registered_mem = true;
+  cu.host_register_supported = true;
+  cu.pageable_memory_access_uses_host_page_tables = false;
+  cu.direct_managed_mem_access_from_host = false;
+  cu.host_numa_id = 3;
+  n.cuda = cu;
+  t.agents.push_back(n);
   agent c;
   c.kind = agent_kind::cpu;
   c.name = "AMD Instinct MI300A Accelerator";
@@ -89,6 +116,11 @@ topology full_model() {
   t.knobs.mem_total_bytes = 526121644ull * 1024;
   t.gpu_numa = {{5, 1, "rocr-nearest-cpu", "NEAREST_CPU is KFD node 1"},
                 {6, std::nullopt, "none", "no evidence"}};
+  t.cuda.state = runtime_state::no_driver;
+  t.cuda.state_reason = "cuInit: CUDA_ERROR_NO_DEVICE";
+  t.cuda.library_path = "/usr/lib/x86_64-linux-gnu/libcuda.so.1";
+  t.cuda.driver_version = 13000;
+  t.gpu_backend = {"rocr", "the ROCm runtime is available"};
   return t;
 }
 
@@ -98,6 +130,26 @@ TEST(Snapshot, FullModelRoundTripsExactly) {
   EXPECT_EQ(back, t);
   EXPECT_EQ(back.agents[0].pools[0].alloc_rec_granule, 2u << 20);
   EXPECT_FALSE(back.numa.nodes[1].memory_free_bytes.has_value());
+}
+
+// Snapshots written before the CUDA backend have no agents[].cuda, cuda or gpu_backend keys.
+TEST(Snapshot, KeysAddedForCudaMayBeAbsent) {
+  topology t = full_model();
+  nlohmann::json j = nlohmann::json::parse(snapshot_to_json(t));
+  j.erase("cuda");
+  j.erase("gpu_backend");
+  for (auto& a : j["agents"]) a.erase("cuda");
+  const topology back = snapshot_from_json(j.dump());
+  EXPECT_EQ(back.cuda, cuda_system_info{});
+  EXPECT_EQ(back.gpu_backend, gpu_backend_info{});
+  EXPECT_FALSE(back.agents[1].cuda.has_value());
+  EXPECT_EQ(back.agents[1].marketing_name, "NVIDIA H200");
+}
+
+TEST(Snapshot, CudaKeysAreStrictWhenPresent) {
+  nlohmann::json j = nlohmann::json::parse(snapshot_to_json(full_model()));
+  j["agents"][1]["cuda"]["pageable_memory_access"] = "no";
+  EXPECT_THROW(snapshot_from_json(j.dump()), umem::error);
 }
 
 TEST(Snapshot, EmptyModelRoundTrips) {

@@ -64,6 +64,36 @@ std::string agent_title(const agent& a) {
   return t;
 }
 
+// CUDA agents are named by their device ordinal; kfd_node is only their model key.
+std::string agent_label(const agent& a) {
+  if (a.cuda) return "CUDA device " + std::to_string(a.cuda->ordinal);
+  return "KFD node " + std::to_string(a.kfd_node);
+}
+
+void render_cuda_agent(std::ostringstream& out, const agent& a) {
+  const cuda_device_info& c = *a.cuda;
+  out << "    CUDA:  compute capability " << c.cc_major << "." << c.cc_minor << ", "
+      << a.compute_units << " SMs, " << format_gib(c.total_memory_bytes) << " device memory\n";
+  out << "    PCI:   " << a.pci_address() << "\n";
+  const std::pair<const char*, const std::optional<bool>*> attrs[] = {
+      {"pageable-memory-access", &c.pageable_memory_access},
+      {"uses-host-page-tables", &c.pageable_memory_access_uses_host_page_tables},
+      {"can-map-host-memory", &c.can_map_host_memory},
+      {"host-register", &c.host_register_supported},
+      {"host-pointer-for-registered-memory", &c.can_use_host_pointer_for_registered_mem},
+      {"concurrent-managed-access", &c.concurrent_managed_access},
+      {"direct-managed-access-from-host", &c.direct_managed_mem_access_from_host},
+      {"integrated", &c.integrated}};
+  out << "    unified memory:";
+  const char* sep = " ";
+  for (const auto& [name, value] : attrs) {
+    out << sep << name << "=" << yes_no(*value);
+    sep = ", ";
+  }
+  out << "\n    host NUMA node (driver): "
+      << (c.host_numa_id ? std::to_string(*c.host_numa_id) : std::string("unknown")) << "\n";
+}
+
 void render_cpu_agent(std::ostringstream& out, const agent& a) {
   out << "  CPU agent, KFD node " << a.kfd_node << ": " << agent_title(a) << ", " << a.compute_units
       << " compute units\n";
@@ -71,7 +101,11 @@ void render_cpu_agent(std::ostringstream& out, const agent& a) {
 }
 
 void render_gpu_agent(std::ostringstream& out, const agent& a) {
-  out << "  GPU agent, KFD node " << a.kfd_node << ": " << agent_title(a) << "\n";
+  out << "  GPU agent, " << agent_label(a) << ": " << agent_title(a) << "\n";
+  if (a.cuda) {
+    render_cuda_agent(out, a);
+    return;
+  }
   const auto xnack = a.isa_xnack();
   out << "    ISA:   " << (a.isas.empty() ? std::string("unknown") : a.isas.front());
   for (std::size_t i = 1; i < a.isas.size(); ++i) out << ", " << a.isas[i];
@@ -108,7 +142,7 @@ void render_socket(std::ostringstream& out, const apu_socket& s) {
   if (s.gpu_agents.empty() && s.numa_node >= 0) out << "  GPU agent: none bound to this node\n";
   for (const agent* g : s.gpu_agents) render_gpu_agent(out, *g);
 
-  if (!s.gpu_agents.empty()) {
+  if (!s.gpu_agents.empty() && !(s.gpu_allocatable_bytes == 0 && s.gpu_agents.front()->cuda)) {
     out << "  GPU-allocatable: " << format_gib(s.gpu_allocatable_bytes);
     if (s.socket_memory_bytes > 0)
       out << " of " << format_gib(s.socket_memory_bytes) << " socket memory ("
@@ -182,12 +216,30 @@ void render_runtime(std::ostringstream& out, const hsa_system_info& hsa) {
   if (!known.empty()) out << "  system attributes: " << known << "\n";
 }
 
+// Only for a model that made a selection or probed CUDA (live discovery), so reports of captures
+// are unchanged.
+void render_backend(std::ostringstream& out, const topology& topo) {
+  if (topo.gpu_backend.name.empty() && topo.cuda.state == runtime_state::not_probed) return;
+  out << "GPU backend: "
+      << (topo.gpu_backend.name.empty() ? std::string("not selected") : topo.gpu_backend.name);
+  if (!topo.gpu_backend.reason.empty()) out << " (" << topo.gpu_backend.reason << ")";
+  out << "\n";
+  if (topo.cuda.state == runtime_state::not_probed) return;
+  out << "  CUDA driver: " << to_string(topo.cuda.state);
+  if (!topo.cuda.state_reason.empty()) out << " (" << topo.cuda.state_reason << ")";
+  out << "\n";
+  if (topo.cuda.driver_version)
+    out << "  CUDA driver version " << *topo.cuda.driver_version / 1000 << "."
+        << *topo.cuda.driver_version % 1000 / 10 << "\n";
+  if (!topo.cuda.library_path.empty()) out << "  library: " << topo.cuda.library_path << "\n";
+}
+
 void render_mapping(std::ostringstream& out, const topology& topo) {
   const auto gpus = topo.gpus();
   if (gpus.empty()) return;
   out << "GPU to NUMA mapping\n";
   for (const agent* g : gpus) {
-    out << "  GPU KFD node " << g->kfd_node << ": ";
+    out << "  GPU " << agent_label(*g) << ": ";
     const gpu_numa_binding* binding = nullptr;
     for (const auto& b : topo.gpu_numa)
       if (b.gpu_kfd_node == g->kfd_node) {
@@ -260,6 +312,7 @@ std::string render_report(const topology& topo) {
   for (const auto& s : sockets) render_socket(out, s);
   render_distances(out, topo.numa);
   render_runtime(out, topo.hsa);
+  render_backend(out, topo);
   out << "Sources: ";
   if (topo.sources.empty()) out << "none";
   for (std::size_t i = 0; i < topo.sources.size(); ++i) out << (i ? ", " : "") << topo.sources[i];

@@ -12,6 +12,9 @@ class rocr_library;
 
 namespace umem::alloc {
 
+// By topo.gpu_backend (set by live discovery): "none" -> no_gpu_mapper with its reason; "cuda" ->
+// a cuda_gpu_mapper on the CUDA driver (loaded again with cuda_driver::load, kept by the mapper;
+// `lib` is not used). Otherwise (a ROCr backend, or a topology read from captures):
 // no_gpu_mapper when `lib` is null or topo.hsa.state is not `available` (the reason is taken from
 // topo.hsa); otherwise a rocr_gpu_mapper on `lib` (which must outlive it), in SVM mode when
 // topo.xnack_enabled() is true and in lock mode otherwise. `topo` must come from that runtime

@@ -55,6 +55,27 @@ struct memory_pool {
   bool operator==(const memory_pool&) const = default;
 };
 
+// What the CUDA driver says about one NVIDIA GPU (cuda_runtime/, the CUDA backend). Attribute
+// numbers are CUdevice_attribute values (cuda_runtime/.../cuda_compat.hpp); an attribute the
+// driver does not know stays nullopt.
+struct cuda_device_info {
+  std::uint32_t ordinal = 0;  // CUdevice ordinal (the agent's kfd_node is only its model key)
+  std::uint32_t cc_major = 0, cc_minor = 0;  // compute capability (75, 76)
+  std::uint64_t total_memory_bytes = 0;      // cuDeviceTotalMem
+  std::optional<bool> integrated;                          // 18: shares memory with the host
+  std::optional<bool> can_map_host_memory;                 // 19: cuMemHostRegister DEVICEMAP
+  std::optional<bool> unified_addressing;                  // 41
+  std::optional<bool> managed_memory;                      // 83
+  std::optional<bool> pageable_memory_access;              // 88: HMM / ATS, no registration
+  std::optional<bool> concurrent_managed_access;           // 89
+  std::optional<bool> can_use_host_pointer_for_registered_mem;  // 91: device ptr == host ptr
+  std::optional<bool> host_register_supported;             // 99
+  std::optional<bool> pageable_memory_access_uses_host_page_tables;  // 100: ATS (Grace)
+  std::optional<bool> direct_managed_mem_access_from_host;  // 101
+  std::optional<int> host_numa_id;  // 134 (CUDA >= 12.2); nullopt also when the driver says -1
+  bool operator==(const cuda_device_info&) const = default;
+};
+
 struct agent {
   agent_kind kind = agent_kind::other;
   std::string name;            // "gfx942", or the CPU model
@@ -74,6 +95,9 @@ struct agent {
   std::optional<std::uint32_t> pci_domain;   // not printed by rocminfo
   std::optional<std::uint32_t> nearest_cpu_kfd_node;  // ROCr >= 6.1 (NEAREST_CPU)
   std::vector<memory_pool> pools;
+  // Added for the CUDA backend: set only for agents discovered through the CUDA driver. Their
+  // kfd_node is a model key (CUDA agents are numbered after the agents already in the model).
+  std::optional<cuda_device_info> cuda;
 
   // "xnack+" / "xnack-" suffix of the first GPU ISA; nullopt if the ISA does not say.
   std::optional<bool> isa_xnack() const;
@@ -105,6 +129,25 @@ struct hsa_system_info {
   std::optional<bool> dmabuf_supported;             // 0x204 (ROCr >= 5.6)
   std::optional<bool> mwaitx_enabled;               // 0x203 (ROCr >= 5.6)
   bool operator==(const hsa_system_info&) const = default;
+};
+
+// What the CUDA driver (libcuda.so.1) says about the whole system; not_probed unless the CUDA
+// backend looked. Reuses runtime_state: no_library (libcuda not loadable), no_driver (cuInit:
+// CUDA_ERROR_NO_DEVICE), init_failed (any other cuInit error), available.
+struct cuda_system_info {
+  runtime_state state = runtime_state::not_probed;
+  std::string state_reason;
+  std::string library_path;
+  std::optional<int> driver_version;  // cuDriverGetVersion: 1000 * major + 10 * minor
+  bool operator==(const cuda_system_info&) const = default;
+};
+
+// The GPU backend the process selected (allocator/gpu_backend.hpp) and why. An empty name: no
+// selection was made (a model read from captures or a snapshot of one).
+struct gpu_backend_info {
+  std::string name;  // "rocr", "cuda" or "none"
+  std::string reason;
+  bool operator==(const gpu_backend_info&) const = default;
 };
 
 struct numa_node {
@@ -194,6 +237,9 @@ struct topology {
   std::vector<kfd_node> kfd_nodes;
   kernel_knobs knobs;
   std::vector<gpu_numa_binding> gpu_numa;
+  // Added for the GPU backend seam (issue 6).
+  cuda_system_info cuda;
+  gpu_backend_info gpu_backend;
 
   std::vector<const agent*> gpus() const;
   std::vector<const agent*> cpus() const;

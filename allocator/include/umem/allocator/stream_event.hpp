@@ -1,0 +1,25 @@
+// Stream-ordered reuse: a point in a GPU stream after which a freed block may be handed out
+// again, for the torch bridge's caching allocator (a block freed while a kernel on another stream
+// may still read it is reused only once that stream has passed the point).
+//
+// Implementations (made by gpu_backend::make_stream_event): CUDA records a timing-free cuEvent in
+// the device's primary context; "none" is immediate (no GPU can be using the memory); ROCr has
+// none yet (make_stream_event throws umem::error(unsupported)).
+#pragma once
+
+namespace umem::alloc {
+
+class stream_event {
+ public:
+  virtual ~stream_event() = default;
+  // Marks the current end of `stream`, the backend's native stream handle (CUstream; null is the
+  // legacy default stream). Recording again moves the mark. Throws umem::error(runtime_error).
+  virtual void record(void* stream) = 0;
+  // True once the GPU has passed the mark, or when nothing was recorded. Never blocks. Throws
+  // umem::error(runtime_error) when the runtime reports an error (e.g. a failed kernel).
+  virtual bool query() = 0;
+  // Blocks until query() would answer true. Throws like query().
+  virtual void synchronize() = 0;
+};
+
+}  // namespace umem::alloc

@@ -1,0 +1,119 @@
+// The CUDA driver (libcuda.so.1) as one dlopen'd function table, like rocr_library.hpp.
+//
+// Note [One driver table, filled once]
+// umem never links libcuda: CI has no CUDA, and umem must run (degraded) where no NVIDIA driver
+// exists. UMEM_CUDA_SYMBOLS is the single list of every driver entry point umem uses, with a
+// required/optional column. A missing required symbol fails the load naming the symbol and the
+// library; a missing optional one stays null. After load() the table never changes, so it may be
+// read from any thread. Versioned entry points are named with their suffix (cuMemHostRegister_v2):
+// cuda.h maps the plain names to these, and dlsym sees only the real export names.
+// The function types use cu_* mirrors of the driver types (opaque handles are pointers);
+// cuda_header_check.cpp checks them against cuda.h where the toolkit is installed.
+//
+// Environment (read through umem::env_value): UMEM_CUDA_DRIVER_LIB.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace umem::cuda {
+
+using cu_result = int;  // CUresult (an enum of non-negative values below 1000)
+using cu_device = int;  // CUdevice
+using cu_deviceptr = unsigned long long;  // CUdeviceptr (v2)
+struct cu_ctx_st;
+struct cu_event_st;
+struct cu_stream_st;
+using cu_context = cu_ctx_st*;    // CUcontext
+using cu_event = cu_event_st*;    // CUevent
+using cu_stream = cu_stream_st*;  // CUstream; null is the legacy default stream
+struct cu_uuid {                  // CUuuid
+  char bytes[16];
+};
+
+// X(symbol, required|optional, parameter list); every entry point returns cu_result.
+#define UMEM_CUDA_SYMBOLS(X)                                                       \
+  X(cuInit, required, (unsigned int))                                              \
+  X(cuDriverGetVersion, required, (int*))                                          \
+  X(cuGetErrorName, required, (cu_result, const char**))                           \
+  X(cuGetErrorString, required, (cu_result, const char**))                         \
+  X(cuDeviceGetCount, required, (int*))                                            \
+  X(cuDeviceGet, required, (cu_device*, int))                                      \
+  X(cuDeviceGetName, required, (char*, int, cu_device))                            \
+  X(cuDeviceGetAttribute, required, (int*, int, cu_device))                        \
+  X(cuDeviceTotalMem_v2, required, (std::size_t*, cu_device))                      \
+  X(cuDeviceGetPCIBusId, required, (char*, int, cu_device))                        \
+  X(cuDevicePrimaryCtxRetain, required, (cu_context*, cu_device))                  \
+  X(cuDevicePrimaryCtxRelease_v2, required, (cu_device))                           \
+  X(cuCtxGetCurrent, required, (cu_context*))                                      \
+  X(cuCtxSetCurrent, required, (cu_context))                                       \
+  X(cuMemGetInfo_v2, required, (std::size_t*, std::size_t*))                       \
+  X(cuMemHostRegister_v2, required, (void*, std::size_t, unsigned int))            \
+  X(cuMemHostUnregister, required, (void*))                                        \
+  X(cuMemHostGetDevicePointer_v2, required, (cu_deviceptr*, void*, unsigned int))  \
+  X(cuEventCreate, required, (cu_event*, unsigned int))                            \
+  X(cuEventRecord, required, (cu_event, cu_stream))                                \
+  X(cuEventQuery, required, (cu_event))                                            \
+  X(cuEventSynchronize, required, (cu_event))                                      \
+  X(cuEventDestroy_v2, required, (cu_event))                                       \
+  X(cuStreamSynchronize, required, (cu_stream))                                    \
+  X(cuDeviceGetUuid_v2, optional, (cu_uuid*, cu_device))
+
+enum class cuda_symbol_need { required, optional };
+
+// The entry points; null only for a missing optional symbol.
+struct cuda_functions {
+#define UMEM_CUDA_MEMBER(symbol, need, params) cu_result(*symbol) params = nullptr;
+  UMEM_CUDA_SYMBOLS(UMEM_CUDA_MEMBER)
+#undef UMEM_CUDA_MEMBER
+};
+
+struct cuda_symbol {
+  const char* name;
+  cuda_symbol_need need;
+};
+// Every symbol of the table, in table order.
+std::span<const cuda_symbol> cuda_symbols();
+
+class cuda_driver {
+ public:
+  // Loads the first candidate of default_candidates() that dlopens. Throws umem::error:
+  // runtime_unavailable listing every path tried with its dlerror when none loads;
+  // runtime_error naming the symbol and path when a loaded library lacks a required symbol.
+  static cuda_driver load();
+  // The same with an explicit candidate list (paths or plain sonames), tried in order.
+  static cuda_driver load_from(std::span<const std::string> candidates);
+  // UMEM_CUDA_DRIVER_LIB, then the plain soname libcuda.so.1 for the ld.so search.
+  static std::vector<std::string> default_candidates();
+
+  cuda_driver(cuda_driver&& other) noexcept;
+  cuda_driver& operator=(cuda_driver&&) = delete;
+  cuda_driver(const cuda_driver&) = delete;
+  cuda_driver& operator=(const cuda_driver&) = delete;
+  ~cuda_driver();  // dlclose
+
+  const cuda_functions& fn() const { return fns_; }
+  // The candidate that loaded, as given, and the file ld.so actually mapped.
+  const std::string& path() const { return path_; }
+  const std::string& resolved_path() const { return resolved_path_; }
+
+  // "CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)", or the number when the driver
+  // has no name for it.
+  std::string result_text(cu_result r) const;
+  // Throws umem::error(runtime_error) "<call> failed: CUDA_ERROR_... (text) (driver <path>)"
+  // unless `r` is success.
+  void check(cu_result r, const char* call) const;
+
+ private:
+  cuda_driver(void* handle, std::string path);
+
+  void* handle_ = nullptr;
+  std::string path_;
+  std::string resolved_path_;
+  cuda_functions fns_;
+};
+
+}  // namespace umem::cuda

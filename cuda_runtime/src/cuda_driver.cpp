@@ -1,0 +1,125 @@
+#include "umem/cuda_runtime/cuda_driver.hpp"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "umem/core/error.hpp"
+#include "umem/core/log.hpp"
+#include "umem/core/options.hpp"
+
+namespace umem::cuda {
+namespace {
+
+constexpr const char* kSoname = "libcuda.so.1";
+
+constexpr std::array kSymbols{
+#define UMEM_CUDA_ENTRY(symbol, need, params) cuda_symbol{#symbol, cuda_symbol_need::need},
+    UMEM_CUDA_SYMBOLS(UMEM_CUDA_ENTRY)
+#undef UMEM_CUDA_ENTRY
+};
+
+template <class Fn>
+void resolve(void* handle, const std::string& path, const char* name, cuda_symbol_need need,
+             Fn& slot) {
+  void* p = dlsym(handle, name);
+  if (p == nullptr) {
+    if (need == cuda_symbol_need::required)
+      throw_error(errc::runtime_error,
+                  "the CUDA driver " + path + " lacks the required symbol " + name +
+                      "; it is not a usable libcuda.so.1 (set UMEM_CUDA_DRIVER_LIB to another "
+                      "one, or update the NVIDIA driver)");
+    return;
+  }
+  // POSIX guarantees that a dlsym result converts to a function pointer.
+  slot = reinterpret_cast<Fn>(p);
+}
+
+}  // namespace
+
+std::span<const cuda_symbol> cuda_symbols() { return kSymbols; }
+
+std::vector<std::string> cuda_driver::default_candidates() {
+  std::vector<std::string> out;
+  if (auto lib = env_value("UMEM_CUDA_DRIVER_LIB")) out.push_back(*lib);
+  if (std::find(out.begin(), out.end(), kSoname) == out.end()) out.emplace_back(kSoname);
+  return out;
+}
+
+cuda_driver cuda_driver::load() {
+  cuda_driver drv = load_from(default_candidates());
+  if (auto wanted = env_value("UMEM_CUDA_DRIVER_LIB"); wanted && drv.path() != *wanted)
+    log().warn("UMEM_CUDA_DRIVER_LIB={} could not be loaded (UMEM_LOG_LEVEL=debug says why); "
+               "using {}",
+               *wanted, drv.resolved_path());
+  return drv;
+}
+
+cuda_driver cuda_driver::load_from(std::span<const std::string> candidates) {
+  std::string tried;
+  for (const auto& candidate : candidates) {
+    dlerror();  // clear a stale message
+    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) {
+      if (!tried.empty())
+        log().debug("loading the CUDA driver from {} after failing:{}", candidate, tried);
+      return cuda_driver(handle, candidate);
+    }
+    const char* why = dlerror();
+    const std::string text = why != nullptr ? why : "dlopen failed";
+    tried += "\n  " + (text.starts_with(candidate) ? text : candidate + ": " + text);
+  }
+  if (tried.empty()) tried = "\n  (no candidate paths)";
+  throw_error(errc::runtime_unavailable,
+              std::string("cannot load the CUDA driver (") + kSoname + "); tried:" + tried +
+                  "\nInstall the NVIDIA driver, or point UMEM_CUDA_DRIVER_LIB at libcuda.so.1.");
+}
+
+cuda_driver::cuda_driver(void* handle, std::string path)
+    : handle_(handle), path_(std::move(path)), resolved_path_(path_) {
+  if (const link_map* map = nullptr; dlinfo(handle_, RTLD_DI_LINKMAP, &map) == 0 &&
+                                     map != nullptr && map->l_name != nullptr && *map->l_name)
+    resolved_path_ = map->l_name;
+  try {
+#define UMEM_CUDA_RESOLVE(symbol, need, params) \
+  resolve(handle_, resolved_path_, #symbol, cuda_symbol_need::need, fns_.symbol);
+    UMEM_CUDA_SYMBOLS(UMEM_CUDA_RESOLVE)
+#undef UMEM_CUDA_RESOLVE
+  } catch (...) {
+    dlclose(handle_);
+    throw;
+  }
+  log().debug("loaded the CUDA driver {} ({})", path_, resolved_path_);
+}
+
+cuda_driver::cuda_driver(cuda_driver&& other) noexcept
+    : handle_(std::exchange(other.handle_, nullptr)),
+      path_(std::move(other.path_)),
+      resolved_path_(std::move(other.resolved_path_)),
+      fns_(std::exchange(other.fns_, cuda_functions{})) {}
+
+cuda_driver::~cuda_driver() {
+  if (handle_ != nullptr) dlclose(handle_);
+}
+
+std::string cuda_driver::result_text(cu_result r) const {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  // Both answer CUDA_ERROR_INVALID_VALUE for a code the driver does not know.
+  const bool named = fns_.cuGetErrorName(r, &name) == 0 && name != nullptr;
+  const bool described = fns_.cuGetErrorString(r, &text) == 0 && text != nullptr;
+  std::string out = named ? std::string(name) : "CUresult " + std::to_string(r);
+  if (described) out += std::string(" (") + text + ")";
+  return out;
+}
+
+void cuda_driver::check(cu_result r, const char* call) const {
+  if (r == 0) return;
+  throw_error(errc::runtime_error, std::string(call) + " failed: " + result_text(r) +
+                                       " (driver " + resolved_path_ + ")");
+}
+
+}  // namespace umem::cuda

@@ -1,0 +1,494 @@
+// The CUDA driver test double: a libcuda.so.1 stand-in serving a described machine.
+//
+// Note [What the CUDA double is]
+// A shared library exporting the driver entry points umem's table uses (cuda_driver.hpp), loaded
+// through UMEM_CUDA_DRIVER_LIB like the real driver. cuInit loads the topology snapshot named by
+// UMEM_CUDA_DOUBLE_SNAPSHOT and serves its agents that carry cuda_device_info, in ordinal order
+// (unset: a node without an NVIDIA GPU, cuInit answers CUDA_ERROR_NO_DEVICE). An attribute the
+// snapshot leaves nullopt answers CUDA_ERROR_INVALID_VALUE, as a driver that does not know it,
+// so discovery through the double rebuilds exactly the snapshot.
+// Test-only knobs: UMEM_CUDA_DOUBLE_INIT_RESULT=<CUresult> makes cuInit fail with that code;
+// UMEM_CUDA_DOUBLE_DEVICE_POINTER_OFFSET=<n> makes cuMemHostGetDevicePointer answer host + n (a
+// device without CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM).
+// It is strict on purpose, to serve as a call checker: calls before cuInit, without a current
+// context, with unknown flags, overlapping or unknown registrations and unknown events are
+// rejected as the driver does; every memory and event call is written to a call log
+// (umem_cuda_double_call_log). umem_cuda_double_hold_events(1) keeps recorded events pending
+// until cuEventSynchronize, so tests can see query() answer "not yet".
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "umem/core/snapshot.hpp"
+#include "umem/cuda_runtime/cuda_compat.hpp"
+#include "umem/cuda_runtime/cuda_driver.hpp"
+
+#define UMEM_DOUBLE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using namespace umem::cuda;
+namespace cc = cuda_compat;
+namespace res = cuda_compat::result;
+
+struct registration {
+  std::string id;  // "r1", "r2": stable names for the call log
+  std::size_t size = 0;
+  unsigned flags = 0;
+};
+
+struct event_state {
+  std::string id;
+  bool pending = false;
+};
+
+struct state {
+  std::mutex mu;
+  bool initialised = false;
+  std::vector<umem::agent> devices;  // the snapshot's CUDA agents, by ordinal
+  int driver_version = 13000;
+  std::vector<int> retains;          // primary context retain count per device
+  std::map<std::uintptr_t, registration> registrations;  // by start address
+  std::map<std::uintptr_t, event_state> events;          // by handle value
+  unsigned next_id = 1;
+  bool hold_events = false;
+  std::string log;
+};
+
+state& the_state() {
+  static state s;
+  return s;
+}
+
+thread_local cu_context current = nullptr;
+
+// Context handles: a tag above any pointer a test uses, plus the device ordinal.
+constexpr std::uintptr_t kContextTag = 0xC7C70000u;
+cu_context context_of(std::size_t device) {
+  return reinterpret_cast<cu_context>(kContextTag + device);
+}
+std::optional<std::size_t> device_of(const state& s, cu_context ctx) {
+  const auto v = reinterpret_cast<std::uintptr_t>(ctx);
+  if (v < kContextTag || v - kContextTag >= s.devices.size()) return std::nullopt;
+  return v - kContextTag;
+}
+
+void log_line(state& s, const std::string& line) { s.log += line + "\n"; }
+
+std::string hex(unsigned v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%x", v);
+  return buf;
+}
+
+const umem::agent* device(const state& s, cu_device dev) {
+  if (!s.initialised || dev < 0 || static_cast<std::size_t>(dev) >= s.devices.size())
+    return nullptr;
+  return &s.devices[static_cast<std::size_t>(dev)];
+}
+
+// The current context, if it is a live primary context of this machine.
+bool has_context(const state& s) {
+  const auto d = device_of(s, current);
+  return d && s.retains[*d] > 0;
+}
+
+std::optional<int> attribute_of(const umem::agent& a, int attr) {
+  const umem::cuda_device_info& c = *a.cuda;
+  const auto b = [](const std::optional<bool>& v) -> std::optional<int> {
+    if (!v) return std::nullopt;
+    return *v ? 1 : 0;
+  };
+  switch (attr) {
+    case cc::attribute::multiprocessor_count: return static_cast<int>(a.compute_units);
+    case cc::attribute::compute_capability_major: return static_cast<int>(c.cc_major);
+    case cc::attribute::compute_capability_minor: return static_cast<int>(c.cc_minor);
+    case cc::attribute::integrated: return b(c.integrated);
+    case cc::attribute::can_map_host_memory: return b(c.can_map_host_memory);
+    case cc::attribute::unified_addressing: return b(c.unified_addressing);
+    case cc::attribute::managed_memory: return b(c.managed_memory);
+    case cc::attribute::pageable_memory_access: return b(c.pageable_memory_access);
+    case cc::attribute::concurrent_managed_access: return b(c.concurrent_managed_access);
+    case cc::attribute::can_use_host_pointer_for_registered_mem:
+      return b(c.can_use_host_pointer_for_registered_mem);
+    case cc::attribute::host_register_supported: return b(c.host_register_supported);
+    case cc::attribute::pageable_memory_access_uses_host_page_tables:
+      return b(c.pageable_memory_access_uses_host_page_tables);
+    case cc::attribute::direct_managed_mem_access_from_host:
+      return b(c.direct_managed_mem_access_from_host);
+    case cc::attribute::host_numa_id: return c.host_numa_id.value_or(-1);  // as CUDA >= 12.2
+    default: return std::nullopt;
+  }
+}
+
+struct error_entry {
+  int code;
+  const char* name;
+  const char* text;
+};
+constexpr error_entry kErrors[] = {
+    {res::success, "CUDA_SUCCESS", "no error"},
+    {res::invalid_value, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {res::not_initialized, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {res::no_device, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {res::invalid_device, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {res::invalid_context, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {res::invalid_handle, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {res::not_ready, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {res::host_memory_already_registered, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+     "part or all of the requested memory range is already mapped"},
+    {res::host_memory_not_registered, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+     "pointer does not correspond to a registered memory region"},
+    {res::not_supported, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {res::unknown, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+const error_entry* find_error(cu_result r) {
+  for (const auto& e : kErrors)
+    if (e.code == r) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
+UMEM_DOUBLE_EXPORT cu_result cuInit(unsigned int flags) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (flags != 0) return res::invalid_value;
+  if (const char* forced = std::getenv("UMEM_CUDA_DOUBLE_INIT_RESULT")) return std::atoi(forced);
+  if (s.initialised) return res::success;
+  const char* snapshot = std::getenv("UMEM_CUDA_DOUBLE_SNAPSHOT");
+  if (snapshot == nullptr) return res::no_device;
+  try {
+    const umem::topology t = umem::load_snapshot(snapshot);
+    for (const auto& a : t.agents)
+      if (a.cuda) s.devices.push_back(a);
+    if (t.cuda.driver_version) s.driver_version = *t.cuda.driver_version;
+  } catch (const std::exception&) {
+    return res::unknown;
+  }
+  if (s.devices.empty()) return res::no_device;
+  s.retains.assign(s.devices.size(), 0);
+  s.initialised = true;
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuDriverGetVersion(int* version) {
+  if (version == nullptr) return res::invalid_value;
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  *version = s.driver_version;
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuGetErrorName(cu_result r, const char** out) {
+  const error_entry* e = find_error(r);
+  if (out == nullptr || e == nullptr) return res::invalid_value;
+  *out = e->name;
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuGetErrorString(cu_result r, const char** out) {
+  const error_entry* e = find_error(r);
+  if (out == nullptr || e == nullptr) return res::invalid_value;
+  *out = e->text;
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuDeviceGetCount(int* count) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (count == nullptr) return res::invalid_value;
+  *count = static_cast<int>(s.devices.size());
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuDeviceGet(cu_device* dev, int ordinal) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (dev == nullptr) return res::invalid_value;
+  if (device(s, ordinal) == nullptr) return res::invalid_device;
+  *dev = ordinal;
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuDeviceGetName(char* name, int len, cu_device dev) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const umem::agent* a = device(s, dev);
+  if (a == nullptr) return res::invalid_device;
+  if (name == nullptr || len <= 0) return res::invalid_value;
+  std::snprintf(name, static_cast<std::size_t>(len), "%s", a->marketing_name.c_str());
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuDeviceGetAttribute(int* value, int attr, cu_device dev) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const umem::agent* a = device(s, dev);
+  if (a == nullptr) return res::invalid_device;
+  const auto v = attribute_of(*a, attr);
+  if (value == nullptr || !v) return res::invalid_value;
+  *value = *v;
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuDeviceTotalMem_v2(std::size_t* bytes, cu_device dev) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const umem::agent* a = device(s, dev);
+  if (a == nullptr) return res::invalid_device;
+  if (bytes == nullptr) return res::invalid_value;
+  *bytes = a->cuda->total_memory_bytes;
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuDeviceGetPCIBusId(char* out, int len, cu_device dev) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const umem::agent* a = device(s, dev);
+  if (a == nullptr) return res::invalid_device;
+  if (out == nullptr || len < 13) return res::invalid_value;
+  std::snprintf(out, static_cast<std::size_t>(len), "%04x:%02x:%02x.%x", a->pci_domain.value_or(0),
+                a->bdfid >> 8, (a->bdfid >> 3) & 0x1f, a->bdfid & 7);
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuDeviceGetUuid_v2(cu_uuid* uuid, cu_device dev) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const umem::agent* a = device(s, dev);
+  if (a == nullptr) return res::invalid_device;
+  if (uuid == nullptr) return res::invalid_value;
+  // "GPU-" and 32 hex digits with dashes; a device described without one has none to give.
+  std::string digits;
+  for (char ch : a->uuid.substr(a->uuid.rfind('-') == std::string::npos ? 0 : 4))
+    if (ch != '-') digits += ch;
+  if (digits.size() != 32) return res::not_supported;
+  for (std::size_t i = 0; i < 16; ++i)
+    uuid->bytes[i] = static_cast<char>(std::stoul(digits.substr(2 * i, 2), nullptr, 16));
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuDevicePrimaryCtxRetain(cu_context* ctx, cu_device dev) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (device(s, dev) == nullptr) return res::invalid_device;
+  if (ctx == nullptr) return res::invalid_value;
+  ++s.retains[static_cast<std::size_t>(dev)];
+  *ctx = context_of(static_cast<std::size_t>(dev));
+  log_line(s, "retain " + std::to_string(dev));
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuDevicePrimaryCtxRelease_v2(cu_device dev) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (device(s, dev) == nullptr) return res::invalid_device;
+  int& n = s.retains[static_cast<std::size_t>(dev)];
+  if (n == 0) return res::invalid_context;  // released more often than retained
+  --n;
+  log_line(s, "release " + std::to_string(dev));
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuCtxGetCurrent(cu_context* ctx) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (ctx == nullptr) return res::invalid_value;
+  *ctx = current;
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuCtxSetCurrent(cu_context ctx) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (ctx != nullptr) {
+    const auto d = device_of(s, ctx);
+    if (!d || s.retains[*d] == 0) return res::invalid_context;
+  }
+  current = ctx;
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuMemGetInfo_v2(std::size_t* free_bytes, std::size_t* total) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (!has_context(s)) return res::invalid_context;
+  if (free_bytes == nullptr || total == nullptr) return res::invalid_value;
+  *total = s.devices[*device_of(s, current)].cuda->total_memory_bytes;
+  *free_bytes = *total;
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuMemHostRegister_v2(void* p, std::size_t size, unsigned int flags) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (!has_context(s)) return res::invalid_context;
+  if (p == nullptr || size == 0 || (flags & ~0xFu) != 0) return res::invalid_value;
+  for (const auto& d : s.devices)
+    if (d.cuda->host_register_supported == false) return res::not_supported;
+  const auto start = reinterpret_cast<std::uintptr_t>(p);
+  for (const auto& [base, r] : s.registrations)
+    if (start < base + r.size && base < start + size) return res::host_memory_already_registered;
+  registration r{"r" + std::to_string(s.next_id++), size, flags};
+  log_line(s, "register " + r.id + " " + std::to_string(size) + " " + hex(flags));
+  s.registrations.emplace(start, std::move(r));
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuMemHostUnregister(void* p) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (!has_context(s)) return res::invalid_context;
+  const auto it = s.registrations.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == s.registrations.end()) return res::host_memory_not_registered;
+  log_line(s, "unregister " + it->second.id);
+  s.registrations.erase(it);
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuMemHostGetDevicePointer_v2(cu_deviceptr* out, void* p,
+                                                          unsigned int flags) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (!has_context(s)) return res::invalid_context;
+  if (out == nullptr || flags != 0) return res::invalid_value;
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  for (const auto& [base, r] : s.registrations) {
+    if (addr < base || addr >= base + r.size) continue;
+    if ((r.flags & cc::host_register::devicemap) == 0) return res::invalid_value;
+    const char* offset = std::getenv("UMEM_CUDA_DOUBLE_DEVICE_POINTER_OFFSET");
+    *out = addr + (offset != nullptr ? std::strtoull(offset, nullptr, 0) : 0);
+    log_line(s, "device_pointer " + r.id);
+    return res::success;
+  }
+  return res::invalid_value;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuEventCreate(cu_event* ev, unsigned int flags) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (!has_context(s)) return res::invalid_context;
+  if (ev == nullptr || (flags & ~0xFu) != 0) return res::invalid_value;
+  event_state e{"e" + std::to_string(s.next_id++), false};
+  // A heap cell gives each event a unique, never-reused handle value for the double's life.
+  const auto handle = reinterpret_cast<std::uintptr_t>(new char);
+  log_line(s, "event_create " + e.id + " " + hex(flags));
+  s.events.emplace(handle, std::move(e));
+  *ev = reinterpret_cast<cu_event>(handle);
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuEventRecord(cu_event ev, cu_stream stream) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const auto it = s.events.find(reinterpret_cast<std::uintptr_t>(ev));
+  if (it == s.events.end() || stream != nullptr) return res::invalid_handle;  // no streams here
+  it->second.pending = s.hold_events;
+  log_line(s, "event_record " + it->second.id);
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuEventQuery(cu_event ev) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const auto it = s.events.find(reinterpret_cast<std::uintptr_t>(ev));
+  if (it == s.events.end()) return res::invalid_handle;
+  log_line(s, "event_query " + it->second.id);
+  return it->second.pending ? res::not_ready : res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuEventSynchronize(cu_event ev) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const auto it = s.events.find(reinterpret_cast<std::uintptr_t>(ev));
+  if (it == s.events.end()) return res::invalid_handle;
+  it->second.pending = false;
+  log_line(s, "event_synchronize " + it->second.id);
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuEventDestroy_v2(cu_event ev) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const auto it = s.events.find(reinterpret_cast<std::uintptr_t>(ev));
+  if (it == s.events.end()) return res::invalid_handle;
+  log_line(s, "event_destroy " + it->second.id);
+  delete reinterpret_cast<char*>(it->first);
+  s.events.erase(it);
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuStreamSynchronize(cu_stream stream) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (stream != nullptr) return res::invalid_handle;
+  return res::success;
+}
+
+// Test controls.
+UMEM_DOUBLE_EXPORT const char* umem_cuda_double_call_log() {
+  static std::string copy;
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  copy = s.log;
+  return copy.c_str();
+}
+
+// Forgets the machine, every registration, event and the log; the next cuInit reloads.
+UMEM_DOUBLE_EXPORT void umem_cuda_double_reset() {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  for (const auto& [handle, e] : s.events) delete reinterpret_cast<char*>(handle);
+  s.initialised = false;
+  s.devices.clear();
+  s.driver_version = 13000;
+  s.retains.clear();
+  s.registrations.clear();
+  s.events.clear();
+  s.next_id = 1;
+  s.hold_events = false;
+  s.log.clear();
+  current = nullptr;
+}
+
+UMEM_DOUBLE_EXPORT void umem_cuda_double_hold_events(int hold) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  s.hold_events = hold != 0;
+}
+
+// Live primary-context retains on `device` (the test checks umem releases what it retains).
+UMEM_DOUBLE_EXPORT int umem_cuda_double_retains(int device) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (device < 0 || static_cast<std::size_t>(device) >= s.retains.size()) return -1;
+  return s.retains[static_cast<std::size_t>(device)];
+}

@@ -1,0 +1,232 @@
+// The GPU backend seam (gpu_backend.hpp): selection auto/rocr/cuda/none against the ROCr and CUDA
+// doubles, what each backend answers, stream events, and the mapper factory's dispatch.
+#include <gtest/gtest.h>
+
+#include "cuda_test_env.hpp"
+#include "umem/allocator/cuda_gpu_mapper.hpp"
+#include "umem/allocator/gpu_backend.hpp"
+#include "umem/allocator/gpu_mapper_factory.hpp"
+#include "umem/allocator/no_gpu_mapper.hpp"
+#include "umem/core/error.hpp"
+#include "umem/hsa_runtime/rocr_discovery.hpp"
+#include "umem/hsa_runtime/rocr_library.hpp"
+
+namespace umem::alloc {
+namespace {
+
+using test::scoped_env;
+using req = gpu_backend_request;
+
+const std::vector<std::string> kNoCuda{"/nonexistent/libcuda.so.1"};
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(GpuBackendRequest, ParsesTheFourChoices) {
+  EXPECT_EQ(parse_gpu_backend_request(std::nullopt), req::automatic);
+  EXPECT_EQ(parse_gpu_backend_request("auto"), req::automatic);
+  EXPECT_EQ(parse_gpu_backend_request("rocr"), req::rocr);
+  EXPECT_EQ(parse_gpu_backend_request("cuda"), req::cuda);
+  EXPECT_EQ(parse_gpu_backend_request("none"), req::none);
+  try {
+    parse_gpu_backend_request("CUDA");
+    FAIL();
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_TRUE(contains(e.what(), "'CUDA' is not a GPU backend; use auto, rocr, cuda or none"));
+  }
+}
+
+// No ROCr runtime here: topo.hsa as discover_rocr leaves it when no library loads.
+topology without_rocr() {
+  topology t;
+  t.hsa.state = runtime_state::no_library;
+  t.hsa.state_reason = "cannot load the ROCm runtime";
+  return t;
+}
+
+TEST(GpuBackendSelection, AutoFallsToCudaWhenTheDriverHasADevice) {
+  test::cuda_double_machine served(test::h200_machine());
+  topology t = without_rocr();
+  const auto b = select_gpu_backend(t, req::automatic, nullptr, test::cuda_double_candidates());
+  EXPECT_STREQ(b->name(), "cuda");
+  EXPECT_EQ(t.gpu_backend.name, "cuda");
+  EXPECT_EQ(t.gpu_backend.reason, b->reason());
+  EXPECT_TRUE(contains(b->reason(), "the ROCm runtime is no-library: cannot load the ROCm runtime; "
+                                    "the CUDA driver "));
+  EXPECT_TRUE(contains(b->reason(), " has 1 device")) << b->reason();
+  ASSERT_EQ(t.gpus().size(), 1u);
+  EXPECT_EQ(t.gpus()[0]->marketing_name, "NVIDIA H200");
+  EXPECT_EQ(t.cuda.state, runtime_state::available);
+  EXPECT_FALSE(b->host_memory_gpu_accessible(t));  // the H200 has no pageable memory access
+  EXPECT_TRUE(b->has_stream_events());
+}
+
+TEST(GpuBackendSelection, AutoIsNoneWhenNeitherRuntimeIsUsable) {
+  topology t = without_rocr();
+  const auto b = select_gpu_backend(t, req::automatic, nullptr, kNoCuda);
+  EXPECT_STREQ(b->name(), "none");
+  EXPECT_TRUE(contains(b->reason(), "the ROCm runtime is no-library"));
+  EXPECT_TRUE(contains(b->reason(), "the CUDA driver is no-library: cannot load the CUDA driver"));
+  EXPECT_EQ(t.cuda.state, runtime_state::no_library);
+  EXPECT_FALSE(b->host_memory_gpu_accessible(t));
+  EXPECT_TRUE(dynamic_cast<const no_gpu_mapper*>(b->make_mapper(t).get()) != nullptr);
+}
+
+TEST(GpuBackendSelection, AutoIsNoneWhenTheCudaDriverSeesNoDevice) {
+  scoped_env snap("UMEM_CUDA_DOUBLE_SNAPSHOT", std::nullopt);
+  test::cuda_double_reset();
+  topology t = without_rocr();
+  const auto b = select_gpu_backend(t, req::automatic, nullptr, test::cuda_double_candidates());
+  EXPECT_STREQ(b->name(), "none");
+  EXPECT_EQ(t.cuda.state, runtime_state::no_driver);
+  EXPECT_TRUE(contains(b->reason(), "CUDA_ERROR_NO_DEVICE")) << b->reason();
+}
+
+TEST(GpuBackendSelection, NoneIsNoneEvenWithADriver) {
+  test::cuda_double_machine served(test::h200_machine());
+  topology t = without_rocr();
+  const auto b = select_gpu_backend(t, req::none, nullptr, test::cuda_double_candidates());
+  EXPECT_STREQ(b->name(), "none");
+  EXPECT_EQ(b->reason(), "UMEM_GPU_BACKEND=none");
+  EXPECT_EQ(t.cuda.state, runtime_state::not_probed);  // CUDA was never loaded
+  EXPECT_TRUE(t.gpus().empty());
+}
+
+TEST(GpuBackendSelection, AForcedBackendThatIsMissingFallsBackToNoneAndSaysSo) {
+  topology t = without_rocr();
+  const auto r = select_gpu_backend(t, req::rocr, nullptr, kNoCuda);
+  EXPECT_STREQ(r->name(), "none");
+  EXPECT_TRUE(contains(r->reason(), "UMEM_GPU_BACKEND=rocr, but the ROCm runtime is no-library"));
+  EXPECT_EQ(t.cuda.state, runtime_state::not_probed);
+  topology u = without_rocr();
+  const auto c = select_gpu_backend(u, req::cuda, nullptr, kNoCuda);
+  EXPECT_STREQ(c->name(), "none");
+  EXPECT_TRUE(contains(c->reason(), "UMEM_GPU_BACKEND=cuda, but the CUDA driver is no-library"));
+}
+
+TEST(GpuBackendSelection, TheEnvironmentChooses) {
+  test::cuda_double_machine served(test::h200_machine());
+  scoped_env lib("UMEM_CUDA_DRIVER_LIB", UMEM_CUDA_DOUBLE_PATH);
+  {
+    scoped_env which("UMEM_GPU_BACKEND", "cuda");
+    topology t = without_rocr();
+    EXPECT_STREQ(select_gpu_backend(t, nullptr)->name(), "cuda");
+    EXPECT_TRUE(contains(t.gpu_backend.reason, "UMEM_GPU_BACKEND=cuda; the CUDA driver"));
+  }
+  {
+    scoped_env which("UMEM_GPU_BACKEND", "none");
+    topology t = without_rocr();
+    EXPECT_STREQ(select_gpu_backend(t, nullptr)->name(), "none");
+  }
+  scoped_env bad("UMEM_GPU_BACKEND", "nvidia");
+  topology t = without_rocr();
+  EXPECT_THROW(select_gpu_backend(t, nullptr), umem::error);
+}
+
+// The ROCr double serving the 4-socket MI300A capture: ROCr is available.
+class WithRocr : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    UMEM_REQUIRE_FIXTURE(rocminfo, test::kMi300aRocminfo);
+    snapshot_ = test::write_snapshot(dir_, test::import_capture(rocminfo));
+    snap_.emplace("UMEM_ROCR_DOUBLE_SNAPSHOT", snapshot_.string());
+    ver_.emplace("UMEM_ROCR_DOUBLE_VERSION", "7.1");
+    test::double_reset(UMEM_ROCR_DOUBLE_PATH);
+    lib_.emplace(hsa::rocr_library::load_from(std::vector<std::string>{UMEM_ROCR_DOUBLE_PATH}));
+    hsa::discover_rocr(topo_, *lib_);
+    ASSERT_EQ(topo_.hsa.state, runtime_state::available) << topo_.hsa.state_reason;
+  }
+  void TearDown() override { test::double_reset(UMEM_ROCR_DOUBLE_PATH); }
+
+  test::temp_dir dir_;
+  std::filesystem::path snapshot_;
+  std::optional<scoped_env> snap_, ver_;
+  std::optional<hsa::rocr_library> lib_;
+  topology topo_;
+};
+
+TEST_F(WithRocr, AutoPrefersRocrAndNeverLoadsCuda) {
+  test::cuda_double_machine served(test::h200_machine());
+  const std::size_t gpus = topo_.gpus().size();
+  const auto b = select_gpu_backend(topo_, req::automatic, &*lib_, test::cuda_double_candidates());
+  EXPECT_STREQ(b->name(), "rocr");
+  EXPECT_TRUE(contains(b->reason(), "the ROCm runtime ")) << b->reason();
+  EXPECT_TRUE(contains(b->reason(), " is available")) << b->reason();
+  EXPECT_EQ(gpus, topo_.gpus().size());
+  EXPECT_EQ(topo_.cuda.state, runtime_state::not_probed);
+  // Not loaded at all, or (when an earlier test of this process left it loaded) not called.
+  const std::string log = test::cuda_double_log();
+  EXPECT_TRUE(log == "<double not loaded>" || log.empty()) << log;
+  EXPECT_FALSE(b->has_stream_events());
+  try {
+    (void)b->make_stream_event(0);
+    FAIL();
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::unsupported);
+  }
+  // The capture's ISAs say xnack- (R:366), so plain host memory is not GPU-accessible.
+  EXPECT_FALSE(b->host_memory_gpu_accessible(topo_));
+}
+
+TEST_F(WithRocr, ForcedCudaAddsTheNvidiaGpusAfterTheAmdAgents) {
+  test::cuda_double_machine served(test::h200_machine());
+  std::uint32_t highest = 0;
+  for (const auto& a : topo_.agents) highest = std::max(highest, a.kfd_node);
+  const auto b = select_gpu_backend(topo_, req::cuda, &*lib_, test::cuda_double_candidates());
+  EXPECT_STREQ(b->name(), "cuda");
+  ASSERT_TRUE(topo_.agents.back().cuda.has_value());
+  EXPECT_EQ(topo_.agents.back().kfd_node, highest + 1);
+}
+
+TEST(GpuBackendEvents, CudaEventsFollowTheStream) {
+  test::cuda_double_machine served(test::h200_machine());
+  topology t = without_rocr();
+  const auto b = select_gpu_backend(t, req::cuda, nullptr, test::cuda_double_candidates());
+  ASSERT_STREQ(b->name(), "cuda");
+  const std::string before = test::cuda_double_log();
+  {
+    auto ev = b->make_stream_event(0);
+    EXPECT_TRUE(ev->query());  // nothing recorded yet
+    ev->record(nullptr);
+    EXPECT_TRUE(ev->query());
+    test::cuda_double_hold_events(true);  // the GPU has not reached the mark
+    ev->record(nullptr);
+    EXPECT_FALSE(ev->query());
+    ev->synchronize();
+    EXPECT_TRUE(ev->query());
+  }
+  // 0x2 = CU_EVENT_DISABLE_TIMING; the primary context is retained for the event's life.
+  EXPECT_EQ(test::cuda_double_log().substr(before.size()),
+            "retain 0\nevent_create e1 0x2\nevent_query e1\nevent_record e1\nevent_query e1\n"
+            "event_record e1\nevent_query e1\nevent_synchronize e1\nevent_query e1\n"
+            "event_destroy e1\nrelease 0\n");
+  EXPECT_THROW((void)b->make_stream_event(1), umem::error);  // one device only
+}
+
+TEST(GpuBackendEvents, TheNoneBackendsEventsAreImmediate) {
+  const auto b = make_no_backend("test");
+  auto ev = b->make_stream_event(0);
+  ev->record(nullptr);
+  EXPECT_TRUE(ev->query());
+  ev->synchronize();
+}
+
+TEST(GpuMapperFactory, FollowsTheSelectedBackend) {
+  test::cuda_double_machine served(test::h200_machine());
+  scoped_env lib("UMEM_CUDA_DRIVER_LIB", UMEM_CUDA_DOUBLE_PATH);
+  topology t = without_rocr();
+  const auto b = select_gpu_backend(t, req::cuda, nullptr, test::cuda_double_candidates());
+  const auto m = make_gpu_mapper(t, nullptr);
+  const auto* cuda = dynamic_cast<const cuda_gpu_mapper*>(m.get());
+  ASSERT_NE(cuda, nullptr) << m->describe();
+  EXPECT_TRUE(cuda->registers());
+  EXPECT_NE(dynamic_cast<const cuda_gpu_mapper*>(b->make_mapper(t).get()), nullptr);
+  t.gpu_backend = {"none", "UMEM_GPU_BACKEND=none"};
+  EXPECT_EQ(make_gpu_mapper(t, nullptr)->describe(),
+            "no GPU runtime (UMEM_GPU_BACKEND=none): host NUMA memory only");
+}
+
+}  // namespace
+}  // namespace umem::alloc
