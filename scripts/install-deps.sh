@@ -8,6 +8,7 @@ packages=(
   libhwloc-dev hwloc libnuma-dev numactl libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev libmimalloc-dev libhsa-runtime-dev
   qemu-system-x86 busybox-static cpio xz-utils
+  python3-torch python3-pytest python3-numpy
 )
 
 missing=()

@@ -1,0 +1,118 @@
+"""Loading libumem_torch.so through ctypes and calling it with umem's error contract.
+
+The library is found, in order: the path in the environment variable UMEM_TORCH_LIBRARY; a
+libumem_torch.so beside this file (an installed or build-tree package); the default library
+search path. Python code reads UMEM_TORCH_LIBRARY itself; the C++ library never does.
+"""
+import ctypes
+import json
+import os
+import threading
+
+_lock = threading.Lock()
+_lib = None
+
+UMEM_OK = 0
+UMEM_ERR_OUT_OF_MEMORY = 2
+UMEM_ERR_ALREADY_INITIALIZED = 6
+
+
+class UmemError(RuntimeError):
+    """A umem call failed; `status` is the umem_status name."""
+
+    def __init__(self, status, message):
+        super().__init__(f"{message} [{status}]")
+        self.status = status
+
+
+def library_path():
+    """The path the library is (or would be) loaded from."""
+    env = os.environ.get("UMEM_TORCH_LIBRARY")
+    if env:
+        return env
+    beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libumem_torch.so")
+    return beside if os.path.exists(beside) else "libumem_torch.so"
+
+
+def _declare(lib):
+    c = ctypes
+    sigs = {
+        "umem_torch_init": (c.c_int, [c.c_char_p]),
+        "umem_torch_malloc": (c.c_void_p, [c.c_ssize_t, c.c_int, c.c_void_p]),
+        "umem_torch_free": (None, [c.c_void_p, c.c_ssize_t, c.c_int, c.c_void_p]),
+        "umem_torch_set_oom_exceptions": (None, [c.c_int]),
+        "umem_torch_host_malloc": (c.c_int, [c.c_size_t, c.c_int, c.POINTER(c.c_void_p)]),
+        "umem_torch_host_free": (c.c_int, [c.c_void_p]),
+        "umem_torch_empty_cache": (c.c_int, [c.c_int, c.POINTER(c.c_size_t)]),
+        "umem_torch_set_memory_fraction": (c.c_int, [c.c_double, c.c_int]),
+        "umem_torch_mem_get_info": (c.c_int, [c.c_int, c.POINTER(c.c_size_t),
+                                              c.POINTER(c.c_size_t)]),
+        "umem_torch_memory_stats_json": (c.c_void_p, [c.c_int]),
+        "umem_torch_reset_peak_stats": (c.c_int, [c.c_int]),
+        "umem_torch_gpu_access_json": (c.c_void_p, [c.c_void_p, c.c_size_t]),
+        "umem_torch_residency_json": (c.c_void_p, [c.c_void_p, c.c_size_t]),
+        "umem_torch_topology_json": (c.c_void_p, [c.c_char_p]),
+        "umem_torch_rank_binding_json": (c.c_void_p, [c.c_char_p, c.c_int, c.c_int]),
+        "umem_torch_set_memory_policy": (c.c_int, [c.c_int, c.c_char_p]),
+        "umem_torch_set_event_provider": (c.c_int, [c.c_void_p]),
+        "umem_torch_describe": (c.c_void_p, []),
+        "umem_torch_string_free": (None, [c.c_void_p]),
+        "umem_torch_last_error": (c.c_char_p, []),
+        "umem_torch_last_status": (c.c_int, []),
+    }
+    for name, (res, args) in sigs.items():
+        f = getattr(lib, name)
+        f.restype = res
+        f.argtypes = args
+
+
+def lib():
+    """The loaded library (loaded once). Raises OSError naming the path and UMEM_TORCH_LIBRARY."""
+    global _lib
+    with _lock:
+        if _lib is None:
+            path = library_path()
+            try:
+                loaded = ctypes.CDLL(path)
+            except OSError as e:
+                raise OSError(
+                    f"umem: cannot load the torch bridge library '{path}' ({e}); build the "
+                    "umem_torch target or set UMEM_TORCH_LIBRARY to its path") from e
+            _declare(loaded)
+            _lib = loaded
+        return _lib
+
+
+_STATUS = {0: "UMEM_OK", 1: "UMEM_ERR_INVALID_ARGUMENT", 2: "UMEM_ERR_OUT_OF_MEMORY",
+           3: "UMEM_ERR_NOT_FOUND", 4: "UMEM_ERR_RUNTIME", 5: "UMEM_ERR_UNSUPPORTED",
+           6: "UMEM_ERR_ALREADY_INITIALIZED", 7: "UMEM_ERR_INTERNAL"}
+
+
+def last_error():
+    return lib().umem_torch_last_error().decode(errors="replace")
+
+
+def error(status=None):
+    """The UmemError for the calling thread's last failure."""
+    if status is None:
+        status = lib().umem_torch_last_status()
+    return UmemError(_STATUS.get(status, str(status)), last_error())
+
+
+def check(status):
+    if status != UMEM_OK:
+        raise error(status)
+
+
+def take_string(ptr):
+    """Copies and frees a string the library returned; raises on NULL."""
+    if not ptr:
+        raise error()
+    try:
+        return ctypes.string_at(ptr).decode()
+    finally:
+        lib().umem_torch_string_free(ptr)
+
+
+def take_json(ptr):
+    return json.loads(take_string(ptr))

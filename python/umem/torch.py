@@ -1,0 +1,533 @@
+"""PyTorch on umem memory: the pluggable CUDA/HIP allocator, statistics, zero-copy aliases,
+CPU tensors on chosen NUMA nodes, and per-rank binding. docs/torch-bridge.md gives the semantics
+(ownership, alias validity, synchronization) precisely; read it before using the aliases.
+"""
+import contextlib
+import ctypes
+import os
+import threading
+
+import torch
+
+from . import _lib, _snapshot_text
+from ._lib import UmemError
+
+__all__ = ["enable", "enabled", "memory_stats", "memory_summary", "empty_cache", "mem_get_info",
+           "set_memory_fraction", "reset_peak_memory_stats", "empty", "residency", "gpu_access",
+           "as_device", "as_host", "zero_copy", "bind_local_rank", "UmemTorchError"]
+
+
+class UmemTorchError(RuntimeError):
+    """umem.torch cannot do what was asked here; the message says why and what to do."""
+
+
+_enabled = False
+_enable_lock = threading.Lock()
+
+# --- registration -------------------------------------------------------------------------------
+
+_CONF_KEYS = {"limit_total": "limit.total", "max_cached": "max_cached", "huge_pages": "huge_pages"}
+
+
+def _conf(conf, options):
+    items = [conf] if conf else []
+    for key, value in options.items():
+        name = _CONF_KEYS.get(key, key)
+        if name.startswith("limit_node"):
+            name = "limit.node" + name[len("limit_node"):]
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        items.append(f"{name}:{value}")
+    return ",".join(items) or None
+
+
+def _has_pluggable_allocator():
+    return hasattr(getattr(torch.cuda, "memory", None), "CUDAPluggableAllocator")
+
+
+def enable(conf=None, *, patch_torch=True, **options):
+    """Makes umem PyTorch's CUDA (HIP on ROCm) allocator for this process. Call it before any GPU
+    tensor exists. `conf` uses UMEM_ALLOC_CONF syntax ("policy:device:0,spill:warn"); keyword
+    options are the same keys (kind="coarse", spill="warn", limit_total="0.9", limit_node0=...).
+    With patch_torch, torch.cuda.memory_stats/empty_cache/mem_get_info/
+    set_per_process_memory_fraction/reset_peak_memory_stats answer from umem (the pluggable
+    allocator leaves them unimplemented). Raises UmemTorchError when PyTorch is older than 2.0,
+    has no GPU, or already allocated GPU memory with another allocator."""
+    global _enabled
+    with _enable_lock:
+        if _enabled:
+            if conf or options:
+                raise UmemTorchError("umem.torch.enable(): umem is already PyTorch's allocator in "
+                                     "this process; its options cannot change any more")
+            return
+        if not _has_pluggable_allocator():
+            raise UmemTorchError(
+                f"umem.torch.enable(): PyTorch {torch.__version__} has no "
+                "torch.cuda.memory.CUDAPluggableAllocator; PyTorch >= 2.0 is needed to use umem as "
+                "the GPU allocator (umem.torch.empty, as_device/as_host and bind_local_rank work "
+                "without it)")
+        if not torch.cuda.is_available():
+            raise UmemTorchError(
+                "umem.torch.enable(): no GPU: torch.cuda.is_available() is False (a CPU-only "
+                f"PyTorch build {torch.__version__}, no driver, or no visible device); there is no "
+                "GPU allocator to replace")
+        lib = _lib.lib()
+        status = lib.umem_torch_init(_conf(conf, options))
+        if status == _lib.UMEM_ERR_ALREADY_INITIALIZED and (conf or options):
+            raise UmemTorchError("umem.torch.enable(): umem's torch bridge was already created by "
+                                 "an earlier umem call in this process (umem.torch.empty, "
+                                 "memory_stats, ...), so its options can no longer change; call "
+                                 "enable() first")
+        if status not in (_lib.UMEM_OK, _lib.UMEM_ERR_ALREADY_INITIALIZED):
+            raise _lib.error(status)
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(
+            _lib.library_path(), "umem_torch_malloc", "umem_torch_free")
+        try:
+            torch.cuda.memory.change_current_allocator(allocator)
+        except RuntimeError as e:
+            raise UmemTorchError(
+                "umem.torch.enable(): PyTorch's GPU allocator is already in use (a GPU tensor was "
+                f"created before enable(), or another allocator was installed): {e}. Call "
+                "umem.torch.enable() at the start of the program, before anything touches the "
+                "GPU") from e
+        lib.umem_torch_set_oom_exceptions(1)
+        _enabled = True
+        if patch_torch:
+            _patch_torch_cuda()
+
+
+def enabled():
+    """Whether umem is PyTorch's GPU allocator in this process."""
+    return _enabled
+
+
+def _patch_torch_cuda():
+    def stats(device=None):
+        return memory_stats(device)
+
+    def reset_peak(device=None):
+        reset_peak_memory_stats(device)
+
+    def fraction(f, device=None):
+        set_memory_fraction(f, device)
+
+    for module in (torch.cuda, torch.cuda.memory):
+        module.memory_stats = stats
+        module.empty_cache = empty_cache
+        module.mem_get_info = mem_get_info
+        module.reset_peak_memory_stats = reset_peak
+        module.set_per_process_memory_fraction = fraction
+
+
+# --- statistics, cache, capacity ----------------------------------------------------------------
+
+def _device_index(device, default_all=False):
+    """An int device index; -1 means 'all' (statistics) or 'host'."""
+    if device is None:
+        if default_all or not torch.cuda.is_available():
+            return -1
+        return torch.cuda.current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type == "cpu":
+        return -1
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def memory_stats(device=None):
+    """PyTorch's memory_stats keys for `device` (default: the current GPU; -1 or no GPU: every
+    device and umem CPU tensors together), plus umem.* keys (docs/torch-bridge.md)."""
+    d = _device_index(device)
+    return _lib.take_json(_lib.lib().umem_torch_memory_stats_json(d))
+
+
+def reset_peak_memory_stats(device=None):
+    _lib.check(_lib.lib().umem_torch_reset_peak_stats(_device_index(device)))
+
+
+def memory_summary(device=None):
+    """A human-readable table of memory_stats (like torch.cuda.memory_summary)."""
+    d = _device_index(device)
+    s = memory_stats(d)
+    lines = [f"umem memory summary, {'all devices' if d < 0 else f'device {d}'}"
+             + (f" (NUMA node {s['umem.numa_node']})" if "umem.numa_node" in s else ""),
+             f"{'metric':<30}{'current':>16}{'peak':>16}{'allocated':>16}{'freed':>16}"]
+    for metric in ("allocated_bytes", "active_bytes", "requested_bytes", "reserved_bytes",
+                   "allocation"):
+        row = [s.get(f"{metric}.all.{f}", "") for f in ("current", "peak", "allocated", "freed")]
+        lines.append(f"{metric:<30}" + "".join(f"{v:>16}" for v in row))
+    for key in ("num_ooms", "num_alloc_retries", "umem.stream_reuses",
+                "umem.held_for_streams_bytes", "umem.limit_bytes"):
+        lines.append(f"{key:<30}{s.get(key, ''):>16}")
+    return "\n".join(lines)
+
+
+def empty_cache():
+    """Returns umem's cached memory to the OS for real. Synchronizes every GPU first (so blocks
+    freed while kernels ran may go too); returns the bytes released."""
+    synchronized = 1
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        for d in range(torch.cuda.device_count()):
+            torch.cuda.synchronize(d)
+    released = ctypes.c_size_t(0)
+    _lib.check(_lib.lib().umem_torch_empty_cache(synchronized, ctypes.byref(released)))
+    return released.value
+
+
+def mem_get_info(device=None):
+    """(free, total) bytes for `device`: its socket's NUMA node as the kernel reports it (plus
+    umem's unused cache there), capped by the memory fraction. device None: the current GPU, or
+    the host's configured placement without GPUs."""
+    free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    _lib.check(_lib.lib().umem_torch_mem_get_info(_device_index(device), ctypes.byref(free),
+                                                  ctypes.byref(total)))
+    return free.value, total.value
+
+
+def set_memory_fraction(fraction, device=None):
+    """Caps `device`'s umem allocations at fraction of its NUMA node's memory (0 removes the cap);
+    allocations beyond it raise torch.cuda.OutOfMemoryError."""
+    _lib.check(_lib.lib().umem_torch_set_memory_fraction(float(fraction), _device_index(device)))
+
+
+# --- CPU tensors in umem memory -----------------------------------------------------------------
+
+def _storage_span(t):
+    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return s.data_ptr(), s.nbytes()
+
+
+def empty(*size, dtype=None, node=None, requires_grad=False):
+    """An uninitialized CPU tensor in umem memory: on NUMA node `node`, or with the configured
+    placement when None. GPU-visible where a GPU runtime is present, so as_device() aliases it.
+    The memory returns to umem when the last tensor (or alias) using it is gone."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    dtype = dtype or torch.get_default_dtype()
+    numel = 1
+    for n in size:
+        numel *= int(n)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    nbytes = max(numel * itemsize, 1)
+    ptr = ctypes.c_void_p()
+    _lib.check(_lib.lib().umem_torch_host_malloc(nbytes, -1 if node is None else int(node),
+                                                 ctypes.byref(ptr)))
+    owner = _HostBlock(ptr.value)
+    t = _alias(ptr.value, nbytes, torch.device("cpu"), owner).view(dtype)[:numel].view(size)
+    return t.requires_grad_(requires_grad)
+
+
+class _HostBlock:
+    """Owns one umem host allocation; frees it when the last alias drops it."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def __del__(self):
+        if self.ptr:
+            _lib.lib().umem_torch_host_free(self.ptr)
+
+
+def residency(t):
+    """Where a tensor's memory lives (pages per NUMA node, huge pages, policy, GPU access)."""
+    ptr, nbytes = _storage_span(t)
+    return _lib.take_json(_lib.lib().umem_torch_residency_json(ptr, max(nbytes, 1)))
+
+
+def gpu_access(t):
+    """{"accessible", "umem", "reason"}: whether the GPU can use t's memory in place."""
+    ptr, nbytes = _storage_span(t)
+    return _lib.take_json(_lib.lib().umem_torch_gpu_access_json(ptr, max(nbytes, 1)))
+
+
+# --- DLPack aliases -----------------------------------------------------------------------------
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                             ("deleter", _DELETER)]
+
+_KDL_CPU, _KDL_CUDA, _KDL_ROCM = 1, 2, 10
+_live_aliases = {}  # address of a DLManagedTensor -> (struct, shape array, owner)
+# Re-entrant: a garbage collection inside a locked section can free another alias, and its
+# DLPack deleter (_release_alias) then runs on this same thread and takes the lock again.
+_alias_lock = threading.RLock()
+
+
+@_DELETER
+def _release_alias(managed):
+    # PyTorch calls this when the alias's storage dies (any thread; ctypes takes the GIL).
+    with _alias_lock:
+        _live_aliases.pop(ctypes.addressof(managed.contents), None)
+
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+def _alias(ptr, nbytes, device, owner):
+    """A 1-D uint8 tensor on `device` over [ptr, ptr+nbytes), keeping `owner` alive until the
+    tensor's storage is freed (through DLPack's deleter)."""
+    m = _DLManagedTensor()
+    shape = (ctypes.c_int64 * 1)(nbytes)
+    m.dl_tensor.data = ptr
+    if device.type == "cpu":
+        m.dl_tensor.device = _DLDevice(_KDL_CPU, 0)
+    else:
+        kind = _KDL_ROCM if getattr(torch.version, "hip", None) else _KDL_CUDA
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        m.dl_tensor.device = _DLDevice(kind, index)
+    m.dl_tensor.ndim = 1
+    m.dl_tensor.dtype = _DLDataType(1, 8, 1)  # uint8; viewed as the real dtype afterwards
+    m.dl_tensor.shape = shape
+    m.dl_tensor.strides = None
+    m.dl_tensor.byte_offset = 0
+    m.deleter = _release_alias
+    with _alias_lock:
+        _live_aliases[ctypes.addressof(m)] = (m, shape, owner)
+    capsule = _capsule_new(ctypes.addressof(m), b"dltensor", None)
+    return torch.utils.dlpack.from_dlpack(capsule)
+
+
+def _alias_like(t, device):
+    """t's whole storage on `device`, viewed with t's dtype, sizes, strides and offset."""
+    ptr, nbytes = _storage_span(t)
+    base = _alias(ptr, nbytes, device, t).view(t.dtype)
+    return base.as_strided(t.size(), t.stride(), t.storage_offset())
+
+
+def as_device(t, device=None):
+    """A GPU tensor aliasing CPU tensor `t`'s memory (no copy), keeping t's memory alive. Valid
+    while t's memory is: writes through either are visible to the other after the usual stream
+    synchronization (docs/torch-bridge.md). Raises UmemTorchError when the GPU cannot access
+    the memory, with the reason (not umem memory and XNACK off, no GPU runtime, ...)."""
+    if t.device.type != "cpu":
+        raise UmemTorchError(f"as_device(): the tensor is on {t.device}, not the CPU")
+    if not torch.cuda.is_available():
+        raise UmemTorchError("as_device(): no GPU: torch.cuda.is_available() is False")
+    access = gpu_access(t)
+    if not access["accessible"]:
+        raise UmemTorchError("as_device(): the GPU cannot access this tensor's memory: "
+                             + access["reason"])
+    target = torch.device("cuda", _device_index(device if device is not None else "cuda"))
+    return _alias_like(t, target)
+
+
+def as_host(t, synchronize=True):
+    """A CPU tensor aliasing GPU tensor `t`'s memory (no copy), keeping t's memory alive. With
+    synchronize (default), waits for t's device's current stream first, so work queued on it
+    (the usual producer) is visible; pass False when you synchronize yourself. Only umem memory
+    qualifies (umem.torch.enable() before the tensor was made)."""
+    if t.device.type != "cuda":
+        raise UmemTorchError(f"as_host(): the tensor is on {t.device}, not a GPU")
+    access = gpu_access(t)
+    if not access["umem"]:
+        raise UmemTorchError(
+            "as_host(): this GPU tensor's memory is not from umem, so the CPU may not be able to "
+            "use it in place (call umem.torch.enable() before creating GPU tensors): "
+            + access["reason"])
+    if synchronize:
+        torch.cuda.current_stream(t.device).synchronize()
+    return _alias_like(t, torch.device("cpu"))
+
+
+# --- zero_copy() mode ---------------------------------------------------------------------------
+
+class ZeroCopyLog:
+    """What zero_copy() did: `events` is a list of (operation, "alias" | "copy", reason)."""
+
+    def __init__(self, strict):
+        self.strict = strict
+        self.events = []
+
+    @property
+    def aliases(self):
+        return [e for e in self.events if e[1] == "alias"]
+
+    @property
+    def copies(self):
+        return [e for e in self.events if e[1] == "copy"]
+
+
+_zc_state = threading.local()
+
+
+def _why_not_alias(t, device, dtype, memory_format, copy):
+    """None when `t` may be aliased onto `device`; else the reason for a real copy."""
+    if copy:
+        return "copy=True asks for a copy"
+    if device is None or device.type == t.device.type:
+        return "no device change"
+    if dtype is not None and dtype != t.dtype:
+        return f"dtype change ({t.dtype} -> {dtype}) needs new memory"
+    if t.layout != torch.strided:
+        return f"layout {t.layout} is not strided"
+    if memory_format not in (None, torch.preserve_format) and \
+            not t.is_contiguous(memory_format=memory_format):
+        return f"memory format change to {memory_format}"
+    if not t.is_contiguous():
+        return "non-contiguous tensor"
+    if t.requires_grad:
+        return "the tensor requires grad: an alias would not be connected to the autograd graph"
+    if not torch.cuda.is_available():
+        return "no GPU: torch.cuda.is_available() is False"
+    access = gpu_access(t)
+    if device.type == "cpu" and not access["umem"]:
+        return "the GPU tensor's memory is not umem's: " + access["reason"]
+    if device.type != "cpu" and not access["accessible"]:
+        return "the GPU cannot access it: " + access["reason"]
+    return None
+
+
+def _zero_copy_convert(op, original, t, device, dtype, memory_format, copy, non_blocking,
+                       call_original):
+    log = getattr(_zc_state, "log", None)
+    reason = _why_not_alias(t, device, dtype, memory_format, copy)
+    if reason is None:
+        log.events.append((op, "alias", f"{t.device} -> {device}"))
+        if device.type == "cpu":
+            return as_host(t, synchronize=not non_blocking)
+        return as_device(t, device)
+    log.events.append((op, "copy", reason))
+    if log.strict and reason != "no device change":
+        raise UmemTorchError(f"zero_copy(strict=True): {op} would copy: {reason}")
+    return call_original()
+
+
+def _parse_to(t, args, kwargs):
+    kwargs = dict(kwargs)
+    copy = kwargs.pop("copy", False)
+    if len(args) >= 4:  # to(device, dtype, non_blocking, copy)
+        copy = copy or bool(args[3])
+        args = args[:3]
+    if args and isinstance(args[0], torch.Tensor):
+        other = args[0]
+        device, dtype = other.device, other.dtype
+        non_blocking = bool(args[1]) if len(args) > 1 else kwargs.get("non_blocking", False)
+        memory_format = kwargs.get("memory_format")
+    else:
+        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+    return device, dtype, non_blocking, memory_format, copy
+
+
+@contextlib.contextmanager
+def zero_copy(strict=False):
+    """Inside, Tensor.to(device), .cuda() and .cpu() of contiguous tensors whose memory the target
+    can use in place return aliases (as_device / as_host) instead of copies. dtype or layout
+    changes, non-contiguous tensors, tensors requiring grad and copy=True make real copies; the
+    yielded ZeroCopyLog records every decision with its reason. strict=True raises instead of
+    copying. Patches torch.Tensor for the whole process while active: use it from one thread."""
+    if getattr(_zc_state, "log", None) is not None:
+        raise UmemTorchError("zero_copy() is already active in this thread")
+    log = ZeroCopyLog(strict)
+    originals = {name: getattr(torch.Tensor, name) for name in ("to", "cuda", "cpu")}
+
+    def to(self, *args, **kwargs):
+        device, dtype, non_blocking, memory_format, copy = _parse_to(self, args, kwargs)
+        return _zero_copy_convert("to", originals["to"], self, device, dtype, memory_format, copy,
+                                  non_blocking, lambda: originals["to"](self, *args, **kwargs))
+
+    def cuda(self, device=None, non_blocking=False, **kwargs):
+        target = torch.device("cuda", _device_index(device if device is not None else "cuda")) \
+            if torch.cuda.is_available() else torch.device("cuda")
+        return _zero_copy_convert(
+            "cuda", originals["cuda"], self, target, None, kwargs.get("memory_format"), False,
+            non_blocking, lambda: originals["cuda"](self, device, non_blocking, **kwargs))
+
+    def cpu(self, *args, **kwargs):
+        return _zero_copy_convert("cpu", originals["cpu"], self, torch.device("cpu"), None,
+                                  kwargs.get("memory_format"), False, False,
+                                  lambda: originals["cpu"](self, *args, **kwargs))
+
+    _zc_state.log = log
+    torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu = to, cuda, cpu
+    try:
+        yield log
+    finally:
+        torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu = (
+            originals["to"], originals["cuda"], originals["cpu"])
+        _zc_state.log = None
+
+
+# --- rank binding -------------------------------------------------------------------------------
+
+# Launchers and the variables they set, in the order they are consulted.
+RANK_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
+                  "MPI_LOCALRANKID", "SLURM_LOCALID", "FLUX_TASK_LOCAL_ID")
+SIZE_VARIABLES = ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_LOCAL_SIZE",
+                  "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE")
+
+
+def _from_env(names):
+    for name in names:
+        value = os.environ.get(name)
+        if value not in (None, ""):
+            try:
+                return int(value), name
+            except ValueError as e:
+                raise UmemTorchError(f"bind_local_rank(): {name}={value!r} is not an integer") from e
+    return None, None
+
+
+def bind_local_rank(local_rank=None, local_size=None, topology=None, apply=True,
+                    memory_policy="bind"):
+    """Binds this process to the APU of its local rank: CPUs (sched_setaffinity), memory policy
+    (set_mempolicy `memory_policy`: "bind", "preferred" or None) and the current GPU
+    (torch.cuda.set_device). The rank comes from `local_rank` or the launcher's variables
+    (RANK_VARIABLES: torchrun, Open MPI, MVAPICH, MPICH/Intel MPI, Slurm, Flux), the size
+    likewise. `topology` (a snapshot dict, JSON text or file) computes the binding for that
+    machine; applying it is refused then, as it describes another machine. Returns the binding
+    as a dict: local_rank, local_size, numa_node, cpus, device, gpu_kfd_node, evidence, source."""
+    source = "argument"
+    if local_rank is None:
+        local_rank, source = _from_env(RANK_VARIABLES)
+        if local_rank is None:
+            raise UmemTorchError("bind_local_rank(): no local rank: pass local_rank or launch with "
+                                 "torchrun, mpirun or srun (variables: "
+                                 + ", ".join(RANK_VARIABLES) + ")")
+    if local_size is None:
+        local_size, _ = _from_env(SIZE_VARIABLES)
+    if topology is not None and apply:
+        raise UmemTorchError("bind_local_rank(): the given topology describes another machine (a "
+                             "snapshot); pass apply=False to compute its binding, or no topology "
+                             "to bind on this one")
+    text = _snapshot_text(topology)
+    binding = _lib.take_json(_lib.lib().umem_torch_rank_binding_json(
+        None if text is None else text.encode(), int(local_rank), int(local_size or 0)))
+    binding["source"] = source
+    if apply:
+        _apply_binding(binding, memory_policy)
+    return binding
+
+
+def _apply_binding(b, memory_policy):
+    if b["cpus"]:
+        try:
+            os.sched_setaffinity(0, b["cpus"])
+        except OSError as e:
+            raise UmemTorchError(f"bind_local_rank(): cannot pin to CPUs of NUMA node "
+                                 f"{b['numa_node']} ({e}); the launcher may have restricted this "
+                                 "process to other CPUs (e.g. srun --cpu-bind)") from e
+    if memory_policy:
+        _lib.check(_lib.lib().umem_torch_set_memory_policy(b["numa_node"], memory_policy.encode()))
+    if b["device"] >= 0 and torch.cuda.is_available():
+        torch.cuda.set_device(b["device"])

@@ -1,0 +1,52 @@
+"""pytest setup for umem's Python package. Environment (set by the ctest entry):
+  UMEM_TORCH_LIBRARY  libumem_torch.so to test (default: build/torch/python/umem/libumem_torch.so)
+  UMEM_UMTOPO         the umtopo binary, to build snapshots from captures (default: build/torch)
+  UMEM_FIXTURES_DIR   real machine captures (default: ../shared/fixtures/machines)
+GPU tests carry the `gpu` marker and skip, saying why, where torch sees no GPU."""
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+os.environ.setdefault("UMEM_TORCH_LIBRARY",
+                      os.path.join(ROOT, "build", "torch", "python", "umem", "libumem_torch.so"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a GPU that PyTorch can use (skipped otherwise)")
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason=f"no GPU: torch {torch.__version__} reports "
+                                   "torch.cuda.is_available() == False")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def fixture_file():
+    """Path of a capture in the fixtures directory; skips naming the file when it is absent."""
+    base = os.environ.get("UMEM_FIXTURES_DIR",
+                          os.path.join(ROOT, "..", "shared", "fixtures", "machines"))
+
+    def find(name):
+        path = os.path.join(base, name)
+        if not os.path.exists(path):
+            pytest.skip(f"fixture {name} not found in {base} (set UMEM_FIXTURES_DIR)")
+        return path
+    return find
+
+
+@pytest.fixture
+def umtopo():
+    path = os.environ.get("UMEM_UMTOPO", os.path.join(ROOT, "build", "torch", "tools", "umtopo",
+                                                      "umtopo"))
+    if not os.path.exists(path):
+        pytest.skip(f"umtopo not built at {path} (set UMEM_UMTOPO)")
+    return path

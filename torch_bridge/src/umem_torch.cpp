@@ -1,0 +1,296 @@
+// The C ABI of the torch bridge (umem/umem_torch.h): every entry point catches everything and keeps
+// the message per thread, except umem_torch_malloc in OOM-exception mode (torch_error.hpp).
+#include "umem/umem_torch.h"
+
+#include <numaif.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "umem/allocator/live_machine.hpp"
+#include "umem/core/error.hpp"
+#include "umem/core/snapshot.hpp"
+#include "umem/torch_bridge/bridge.hpp"
+#include "umem/torch_bridge/rank_binding.hpp"
+#include "umem/torch_bridge/torch_error.hpp"
+
+namespace {
+
+using umem::torch_bridge::bridge;
+
+thread_local std::string last_error;
+thread_local umem_status last_status = UMEM_OK;
+
+// Deliberately never destroyed: PyTorch frees tensors from static destructors and exit handlers.
+std::mutex bridge_mutex;
+bridge* the_bridge = nullptr;  // guarded by bridge_mutex until created
+umem_torch_event_provider event_provider{};
+std::atomic<bool> oom_exceptions{false};
+
+umem_status status_of(umem::errc code) {
+  switch (code) {
+    case umem::errc::invalid_argument:
+    case umem::errc::parse_error: return UMEM_ERR_INVALID_ARGUMENT;
+    case umem::errc::out_of_memory: return UMEM_ERR_OUT_OF_MEMORY;
+    case umem::errc::not_found: return UMEM_ERR_NOT_FOUND;
+    case umem::errc::runtime_unavailable:
+    case umem::errc::runtime_error: return UMEM_ERR_RUNTIME;
+    case umem::errc::unsupported: return UMEM_ERR_UNSUPPORTED;
+    case umem::errc::io_error:
+    case umem::errc::internal: return UMEM_ERR_INTERNAL;
+  }
+  return UMEM_ERR_INTERNAL;
+}
+
+umem_status fail(umem_status s, std::string message) {
+  last_error = std::move(message);
+  last_status = s;
+  return s;
+}
+
+template <typename F>
+umem_status guarded(F&& f) {
+  try {
+    f();
+    return UMEM_OK;
+  } catch (const umem::error& e) {
+    return fail(status_of(e.code()), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(UMEM_ERR_OUT_OF_MEMORY, "out of host memory for umem's own bookkeeping");
+  } catch (const std::exception& e) {
+    return fail(UMEM_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return fail(UMEM_ERR_INTERNAL, "unknown exception");
+  }
+}
+
+// A stream_event over the C provider's functions.
+class provided_event final : public umem::alloc::stream_event {
+ public:
+  provided_event(const umem_torch_event_provider& p, int device) : p_(p), e_(p.create(device)) {
+    if (e_ == nullptr)
+      umem::throw_error(umem::errc::runtime_error,
+                        "the event provider's create() returned NULL for device " +
+                            std::to_string(device));
+  }
+  ~provided_event() override { p_.destroy(e_); }
+  provided_event(const provided_event&) = delete;
+  provided_event& operator=(const provided_event&) = delete;
+  void record(void* stream) override { p_.record(e_, stream); }
+  bool query() override {
+    const int r = p_.query(e_);
+    if (r < 0)
+      umem::throw_error(umem::errc::runtime_error,
+                        "the event provider's query() reported error " + std::to_string(r));
+    return r != 0;
+  }
+  void synchronize() override { p_.synchronize(e_); }
+
+ private:
+  umem_torch_event_provider p_;
+  void* e_;
+};
+
+bridge& make_bridge_locked(const umem::alloc::alloc_options& options) {
+  umem::torch_bridge::event_factory events;
+  if (event_provider.create != nullptr) {
+    const umem_torch_event_provider p = event_provider;
+    events = [p](int device) { return std::make_unique<provided_event>(p, device); };
+  }
+  the_bridge = new bridge(options, std::move(events));
+  return *the_bridge;
+}
+
+bridge& get_bridge() {
+  std::lock_guard lock(bridge_mutex);
+  if (the_bridge != nullptr) return *the_bridge;
+  return make_bridge_locked(umem::alloc::options_from_environment());
+}
+
+char* dup_string(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (out == nullptr) throw std::bad_alloc();
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return out;
+}
+
+template <typename F>
+char* guarded_string(F&& f) {
+  char* out = nullptr;
+  guarded([&] { out = dup_string(f()); });
+  return out;
+}
+
+umem::topology topology_of(const char* snapshot_json) {
+  if (snapshot_json != nullptr) return umem::snapshot_from_json(snapshot_json, "<snapshot given>");
+  return umem::alloc::discover_live_machine().topo;
+}
+
+}  // namespace
+
+extern "C" {
+
+umem_status umem_torch_init(const char* conf) {
+  std::lock_guard lock(bridge_mutex);
+  if (the_bridge != nullptr)
+    return fail(UMEM_ERR_ALREADY_INITIALIZED,
+                "umem_torch_init: the torch bridge already exists (an allocation or an earlier "
+                "init created it); configure it once, before the first allocation");
+  return guarded([&] {
+    auto options = umem::alloc::options_from_environment();
+    if (conf != nullptr) options = umem::alloc::parse_alloc_conf(conf, options);
+    make_bridge_locked(options);
+  });
+}
+
+void* umem_torch_malloc(ssize_t size, int device, void* stream) {
+  void* p = nullptr;
+  const umem_status s = guarded([&] {
+    if (size < 0)
+      umem::throw_error(umem::errc::invalid_argument,
+                        "umem_torch_malloc: negative size " + std::to_string(size));
+    if (size == 0) return;  // PyTorch asks for empty tensors; NULL is their data pointer
+    p = get_bridge().allocate(static_cast<std::size_t>(size), device, stream);
+  });
+  if (s != UMEM_OK && oom_exceptions.load())
+    umem::torch_bridge::throw_torch_error(s == UMEM_ERR_OUT_OF_MEMORY, last_error);
+  return p;
+}
+
+void umem_torch_free(void* ptr, ssize_t size, int device, void* stream) {
+  if (ptr == nullptr) return;
+  guarded([&] {
+    const std::size_t usable = get_bridge().allocator().allocation_size(ptr);
+    if (size < 0 || static_cast<std::size_t>(size) > usable)
+      umem::throw_error(umem::errc::invalid_argument,
+                        "umem_torch_free: size " + std::to_string(size) +
+                            " does not match the allocation (" + std::to_string(usable) +
+                            " usable bytes)");
+    get_bridge().deallocate(ptr, device, stream);
+  });
+}
+
+void umem_torch_set_oom_exceptions(int enable) { oom_exceptions.store(enable != 0); }
+
+umem_status umem_torch_host_malloc(size_t size, int node, void** out) {
+  if (out == nullptr) return fail(UMEM_ERR_INVALID_ARGUMENT, "umem_torch_host_malloc: out is NULL");
+  *out = nullptr;
+  return guarded([&] { *out = get_bridge().allocate_host(size, node); });
+}
+
+umem_status umem_torch_host_free(void* ptr) {
+  if (ptr == nullptr) return UMEM_OK;
+  return guarded([&] { get_bridge().deallocate_host(ptr); });
+}
+
+umem_status umem_torch_empty_cache(int device_synchronized, size_t* released) {
+  return guarded([&] {
+    const std::size_t n = get_bridge().empty_cache(device_synchronized != 0);
+    if (released != nullptr) *released = n;
+  });
+}
+
+umem_status umem_torch_set_memory_fraction(double fraction, int device) {
+  return guarded([&] { get_bridge().set_memory_fraction(fraction, device); });
+}
+
+umem_status umem_torch_mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) {
+  return guarded([&] {
+    const auto [f, t] = get_bridge().mem_get_info(device);
+    if (free_bytes != nullptr) *free_bytes = f;
+    if (total_bytes != nullptr) *total_bytes = t;
+  });
+}
+
+char* umem_torch_memory_stats_json(int device) {
+  return guarded_string([&] {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [k, v] : get_bridge().memory_stats(device)) j[k] = v;
+    return j.dump();
+  });
+}
+
+umem_status umem_torch_reset_peak_stats(int device) {
+  return guarded([&] { get_bridge().reset_peak_stats(device); });
+}
+
+char* umem_torch_gpu_access_json(const void* ptr, size_t size) {
+  return guarded_string([&] {
+    const auto a = get_bridge().access(ptr, size);
+    nlohmann::json j;
+    j["accessible"] = a.accessible;
+    j["umem"] = a.umem_memory;
+    j["reason"] = a.reason;
+    return j.dump();
+  });
+}
+
+char* umem_torch_residency_json(const void* ptr, size_t size) {
+  return guarded_string(
+      [&] { return umem::alloc::to_json(get_bridge().allocator().residency(ptr, size), -1); });
+}
+
+char* umem_torch_topology_json(const char* snapshot_json) {
+  return guarded_string([&] { return umem::snapshot_to_json(topology_of(snapshot_json)); });
+}
+
+char* umem_torch_rank_binding_json(const char* snapshot_json, int local_rank, int local_size) {
+  return guarded_string([&] {
+    return umem::torch_bridge::to_json(
+        umem::torch_bridge::bind_rank(topology_of(snapshot_json), local_rank, local_size));
+  });
+}
+
+umem_status umem_torch_set_memory_policy(int node, const char* mode) {
+  return guarded([&] {
+    const std::string m = mode == nullptr ? "bind" : mode;
+    int policy = MPOL_BIND;
+    if (m == "preferred")
+      policy = MPOL_PREFERRED;
+    else if (m != "bind")
+      umem::throw_error(umem::errc::invalid_argument,
+                        "memory policy mode '" + m + "' is not one of bind, preferred");
+    constexpr unsigned long bits = 8 * sizeof(unsigned long);
+    if (node < 0 || static_cast<unsigned long>(node) >= 16 * bits)
+      umem::throw_error(umem::errc::invalid_argument,
+                        "memory policy: NUMA node " + std::to_string(node) + " is out of range");
+    unsigned long mask[16] = {};
+    const auto n = static_cast<unsigned long>(node);
+    mask[n / bits] = 1UL << (n % bits);
+    if (set_mempolicy(policy, mask, 16 * bits) != 0)
+      umem::throw_errno(umem::errc::invalid_argument,
+                        "set_mempolicy(" + m + ", node " + std::to_string(node) + ")", errno);
+  });
+}
+
+umem_status umem_torch_set_event_provider(const umem_torch_event_provider* provider) {
+  std::lock_guard lock(bridge_mutex);
+  if (the_bridge != nullptr)
+    return fail(UMEM_ERR_ALREADY_INITIALIZED,
+                "umem_torch_set_event_provider: the torch bridge already exists; set the "
+                "provider before the first allocation");
+  if (provider == nullptr || provider->create == nullptr || provider->record == nullptr ||
+      provider->query == nullptr || provider->synchronize == nullptr || provider->destroy == nullptr)
+    return fail(UMEM_ERR_INVALID_ARGUMENT,
+                "umem_torch_set_event_provider: every function of the provider must be set");
+  event_provider = *provider;
+  return UMEM_OK;
+}
+
+char* umem_torch_describe(void) {
+  return guarded_string([&] { return get_bridge().describe(); });
+}
+
+void umem_torch_string_free(char* s) { std::free(s); }
+
+const char* umem_torch_last_error(void) { return last_error.c_str(); }
+
+umem_status umem_torch_last_status(void) { return last_status; }
+
+}  // extern "C"
