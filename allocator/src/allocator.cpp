@@ -1,7 +1,10 @@
 #include "umem/allocator/allocator.hpp"
 
+#include <array>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
+#include <deque>
 #include <nlohmann/json.hpp>
 #include <shared_mutex>
 #include <tuple>
@@ -13,6 +16,7 @@
 #include "umem/allocator/host_numa_source.hpp"
 #include "umem/allocator/limiting_source.hpp"
 #include "umem/allocator/live_machine.hpp"
+#include "umem/allocator/os_memory.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/log.hpp"
@@ -55,7 +59,24 @@ byte_limits to_byte_limits(const resolved_limits& r) {
 
 }  // namespace
 
+// Note [Fast front end]
+// allocate() with the configured placement and coherence (the common call) resolves them once:
+// the resolved placement and its pool are kept as a route, one for a fixed policy and one per
+// calling node for `local`, read without locks. deallocate() finds the owning pool through an
+// append-only list of pools (pools live as long as the allocator), read without locks, and frees
+// in the same pool lock that decides ownership. With one pool, no global_peak_tracker is fed: that
+// pool's peaks are the total's (Note [Merged peaks]); the second pool attaches the first.
 struct allocator::impl {
+  struct route {
+    caching_pool* home = nullptr;
+    resolved_placement resolved;
+  };
+  struct pool_entry {
+    caching_pool* pool = nullptr;
+    const pool_entry* next = nullptr;
+  };
+  static constexpr std::size_t max_cached_local_nodes = 64;
+
   alloc_options options;
   topology topo;
   // Declaration order is destruction order reversed: pools go first (returning segments through
@@ -66,8 +87,14 @@ struct allocator::impl {
   std::unique_ptr<gpu_visible_source> visible;
   std::unique_ptr<limiting_source> limited;
   global_peak_tracker peaks;
-  mutable std::shared_mutex pools_mutex;  // guards the map, not the pools (they lock themselves)
+  mutable std::shared_mutex pools_mutex;  // guards the containers below, not the pools
   std::map<pool_key, std::unique_ptr<caching_pool>> pools;
+  bool tracking = false;  // the pools report to `peaks` (two pools or more)
+  std::deque<pool_entry> entries;
+  std::deque<route> routes;
+  std::atomic<const pool_entry*> owners{nullptr};  // newest pool first
+  std::atomic<const route*> policy_route{nullptr};  // for a policy other than `local`
+  std::array<std::atomic<const route*>, max_cached_local_nodes> local_routes{};  // by node
 
   caching_pool& pool_for(const node_binding& b, coherence kind) {
     const pool_key key = key_of(b, kind);
@@ -76,20 +103,54 @@ struct allocator::impl {
       if (auto it = pools.find(key); it != pools.end()) return *it->second;
     }
     std::unique_lock lock(pools_mutex);
-    auto& slot = pools[key];
-    if (!slot) {
-      pool_config cfg;
-      cfg.max_cached_bytes = options.max_cached;
-      slot = std::make_unique<caching_pool>(*limited, b, kind, cfg, &peaks);
-      log().debug("new pool {}", pool_name(b, kind));
+    if (auto it = pools.find(key); it != pools.end()) return *it->second;
+    if (pools.size() == 1 && !tracking) {
+      pools.begin()->second->attach_global(peaks);
+      tracking = true;
     }
-    return *slot;
+    pool_config cfg;
+    cfg.max_cached_bytes = options.max_cached;
+    auto pool = std::make_unique<caching_pool>(*limited, b, kind, cfg,
+                                               pools.empty() ? nullptr : &peaks);
+    entries.push_back(pool_entry{pool.get(), owners.load(std::memory_order_relaxed)});
+    caching_pool& out = *pool;
+    pools.emplace(key, std::move(pool));
+    owners.store(&entries.back(), std::memory_order_release);
+    log().debug("new pool {}", pool_name(b, kind));
+    return out;
   }
 
+  // The configured placement's route for the calling thread; resolved and cached on first use.
+  const route& default_route() {
+    const placement& where = options.policy;
+    std::atomic<const route*>* slot = &policy_route;
+    int node = -1;
+    if (where.kind == placement_kind::local) {
+      node = os::current_node();
+      slot = node >= 0 && static_cast<std::size_t>(node) < max_cached_local_nodes
+                 ? &local_routes[static_cast<std::size_t>(node)]
+                 : nullptr;
+    }
+    if (slot)
+      if (const route* r = slot->load(std::memory_order_acquire)) return *r;
+    route fresh;
+    fresh.resolved = where.kind == placement_kind::local
+                         ? resolve_placement(where, options.spill, topo, node)
+                         : resolve_placement(where, options.spill, topo);
+    fresh.home = &pool_for(fresh.resolved.binding, options.kind);
+    std::unique_lock lock(pools_mutex);
+    if (slot)
+      if (const route* r = slot->load(std::memory_order_acquire)) return *r;
+    routes.push_back(std::move(fresh));
+    if (slot) slot->store(&routes.back(), std::memory_order_release);
+    return routes.back();
+  }
+
+  const pool_entry* first_pool() const { return owners.load(std::memory_order_acquire); }
+
   caching_pool* owner_of(const void* p) const {
-    std::shared_lock lock(pools_mutex);
-    for (const auto& [key, pool] : pools)
-      if (pool->owns(p)) return pool.get();
+    for (const pool_entry* e = first_pool(); e; e = e->next)
+      if (e->pool->owns(p)) return e->pool;
     return nullptr;
   }
 };
@@ -129,10 +190,18 @@ void allocator::assemble(const alloc_options& options, topology topo,
 allocator::~allocator() = default;
 
 void* allocator::allocate(std::size_t bytes, const request& r) {
+  if (!r.where && !r.kind) {
+    const impl::route& route = impl_->default_route();
+    return allocate_from(*route.home, route.resolved, impl_->options.kind, bytes);
+  }
   const placement where = r.where.value_or(impl_->options.policy);
   const coherence kind = r.kind.value_or(impl_->options.kind);
   const resolved_placement resolved = resolve_placement(where, impl_->options.spill, impl_->topo);
-  caching_pool& home = impl_->pool_for(resolved.binding, kind);
+  return allocate_from(impl_->pool_for(resolved.binding, kind), resolved, kind, bytes);
+}
+
+void* allocator::allocate_from(caching_pool& home, const resolved_placement& resolved,
+                               coherence kind, std::size_t bytes) {
   try {
     try {
       return home.allocate(bytes);
@@ -165,13 +234,12 @@ void* allocator::allocate(std::size_t bytes, const request& r) {
 
 void allocator::deallocate(void* p) {
   if (p == nullptr) return;
-  caching_pool* pool = impl_->owner_of(p);
-  if (pool == nullptr)
-    throw_error(errc::invalid_argument,
-                "free of " + hex(p) +
-                    ": this pointer was not allocated by this umem allocator (or its segment "
-                    "was already returned after being freed)");
-  pool->deallocate(p);
+  for (const impl::pool_entry* e = impl_->first_pool(); e; e = e->next)
+    if (e->pool->deallocate_if_owned(p)) return;
+  throw_error(errc::invalid_argument,
+              "free of " + hex(p) +
+                  ": this pointer was not allocated by this umem allocator (or its segment "
+                  "was already returned after being freed)");
 }
 
 std::size_t allocator::allocation_size(const void* p) const {
@@ -196,7 +264,9 @@ std::map<std::string, std::int64_t> allocator::memory_stats() const {
     all.push_back(pool->stats());
     out.merge(to_flat_map(all.back(), pool_name(pool->binding(), pool->kind())));
   }
-  out.merge(to_flat_map(merge(all, impl_->peaks), "all"));
+  // One pool and no tracker: that pool is the total, peaks included (Note [Fast front end]).
+  out.merge(to_flat_map(impl_->tracking || all.size() != 1 ? merge(all, impl_->peaks) : all[0],
+                        "all"));
   return out;
 }
 

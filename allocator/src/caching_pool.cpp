@@ -86,13 +86,18 @@ std::string caching_pool::describe() const {
 }
 
 void caching_pool::change(metric m, size_class c, std::int64_t delta) {
-  for (size_class x : {size_class::all, c}) {
-    stat& s = stats_(m, x);
-    if (delta >= 0)
-      s.increase(delta);
-    else
-      s.decrease(-delta);
-    if (global_) global_->add(m, x, delta);
+  stat& total = stats_(m, size_class::all);
+  stat& own = stats_(m, c);
+  if (delta >= 0) {
+    total.increase(delta);
+    own.increase(delta);
+  } else {
+    total.decrease(-delta);
+    own.decrease(-delta);
+  }
+  if (global_) {
+    global_->add(m, size_class::all, delta);
+    global_->add(m, c, delta);
   }
 }
 
@@ -151,7 +156,15 @@ void* caching_pool::allocate(std::size_t bytes) {
     b = new_segment_block(rounded, segment_bytes, c, bytes);
   }
   try {
-    live_.emplace(b->address, live_block{b, c});
+    if (spare_live_.empty()) {
+      live_.emplace(b->address, live_block{b, c});
+    } else {
+      live_map::node_type node = std::move(spare_live_.back());
+      spare_live_.pop_back();
+      node.key() = b->address;
+      node.mapped() = live_block{b, c};
+      live_.insert(std::move(node));
+    }
   } catch (...) {
     list.release(b);
     throw;
@@ -257,10 +270,35 @@ void caching_pool::deallocate(void* p) {
   std::lock_guard lock(mutex_);
   const auto it = live_.find(address_of(p));
   if (it == live_.end()) fail_bad_free(p);
+  release_live(it);
+}
+
+bool caching_pool::deallocate_if_owned(void* p) {
+  if (!p) return true;
+  std::lock_guard lock(mutex_);
+  const auto it = live_.find(address_of(p));
+  if (it != live_.end()) {
+    release_live(it);
+    return true;
+  }
+  const std::uintptr_t a = address_of(p);
+  auto seg = segments_.upper_bound(a);
+  if (seg == segments_.begin()) return false;
+  --seg;
+  if (a - seg->first >= seg->second.seg.size) return false;
+  fail_bad_free(p);
+}
+
+namespace {
+constexpr std::size_t max_spare_live_nodes = 64;
+}  // namespace
+
+void caching_pool::release_live(live_map::iterator it) {
   const live_block lb = it->second;
   const std::size_t size = lb.b->size;
   const std::size_t requested = lb.b->requested;
-  live_.erase(it);
+  live_map::node_type node = live_.extract(it);
+  if (spare_live_.size() < max_spare_live_nodes) spare_live_.push_back(std::move(node));
   list_of(lb.pool).release(lb.b);
   change(metric::allocated_bytes, lb.pool, -signed_size(size));
   change(metric::requested_bytes, lb.pool, -signed_size(requested));
@@ -373,6 +411,15 @@ pool_snapshot caching_pool::snapshot() const {
 void caching_pool::reset_peak_stats() {
   std::lock_guard lock(mutex_);
   stats_.reset_peak();
+}
+
+void caching_pool::attach_global(global_peak_tracker& global) {
+  std::lock_guard lock(mutex_);
+  if (global_)
+    throw_error(errc::invalid_argument,
+                "umem pool " + describe() + ": attach_global: it already reports to a tracker");
+  global.absorb(stats_);
+  global_ = &global;
 }
 
 void caching_pool::count_spill() {

@@ -28,15 +28,26 @@ block* free_list::new_block() {
 
 void free_list::recycle(block* b) { spare_.push_back(b); }
 
+namespace {
+constexpr std::size_t max_spare_nodes = 64;
+}  // namespace
+
 void free_list::insert_free(block* b) {
-  free_.insert(b);
+  if (spare_nodes_.empty()) {
+    free_.insert(b);
+  } else {
+    free_set::node_type node = std::move(spare_nodes_.back());
+    spare_nodes_.pop_back();
+    node.value() = b;
+    free_.insert(std::move(node));
+  }
   free_bytes_ += b->size;
 }
 
 void free_list::erase_free(block* b) {
-  const auto erased = free_.erase(b);
-  assert(erased == 1);
-  (void)erased;
+  free_set::node_type node = free_.extract(b);
+  assert(!node.empty());
+  if (spare_nodes_.size() < max_spare_nodes) spare_nodes_.push_back(std::move(node));
   free_bytes_ -= b->size;
 }
 

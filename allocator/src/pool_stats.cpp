@@ -44,17 +44,6 @@ const char* to_string(metric m) { return metric_names[static_cast<std::size_t>(m
 const char* to_string(size_class c) { return size_class_names[static_cast<std::size_t>(c)]; }
 const char* to_string(counter c) { return counter_names[static_cast<std::size_t>(c)]; }
 
-void stat::increase(std::int64_t n) {
-  current += n;
-  allocated += n;
-  peak = std::max(peak, current);
-}
-
-void stat::decrease(std::int64_t n) {
-  current -= n;
-  freed += n;
-}
-
 void pool_stats::reset_peak() {
   for (auto& per_metric : gauges)
     for (stat& s : per_metric) s.peak = s.current;
@@ -88,6 +77,17 @@ void global_peak_tracker::reset_peak() noexcept {
   for_each_gauge([this](metric m, size_class c) {
     cell& x = at(m, c);
     x.peak.store(x.current.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  });
+}
+
+void global_peak_tracker::absorb(const pool_stats& s) noexcept {
+  for_each_gauge([&](metric m, size_class c) {
+    cell& x = at(m, c);
+    add(m, c, s(m, c).current);
+    std::int64_t seen = x.peak.load(std::memory_order_relaxed);
+    const std::int64_t p = s(m, c).peak;
+    while (p > seen && !x.peak.compare_exchange_weak(seen, p, std::memory_order_relaxed)) {
+    }
   });
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <memory_resource>
+#include <thread>
 #include <vector>
 
 #include "allocator/fake_upstream.hpp"
@@ -158,6 +159,66 @@ TEST(Allocator, TotalLimitTrimsTheCacheBeforeFailing) {
   EXPECT_EQ(f.upstream->outstanding_bytes(), 4 * MiB);
   EXPECT_EQ(f.a->memory_stats().at("reserved_bytes.all.current"), 4 * MiB);
   f.a->deallocate(b);
+}
+
+// The first pool runs without the global peak tracker; when a second pool appears it must join
+// with the first pool's values so that the total's peak stays the peak of the sum.
+TEST(Allocator, TotalPeakStaysThePeakOfTheSumWhenASecondPoolAppears) {
+  four_node_allocator f("policy:node:0");
+  void* a = f.a->allocate(4 * MiB);
+  EXPECT_EQ(f.a->memory_stats().at("allocated_bytes.all.peak"), 4 * MiB);
+  f.a->deallocate(a);
+  void* b = f.a->allocate(4 * MiB, {placement{placement_kind::node, 1, {}}, {}});
+  auto stats = f.a->memory_stats();
+  EXPECT_EQ(stats.at("allocated_bytes.all.current"), 4 * MiB);
+  EXPECT_EQ(stats.at("allocated_bytes.all.peak"), 4 * MiB) << "pools peaked one after the other";
+  void* c = f.a->allocate(2 * MiB);  // node 0 again, from its cached segment
+  stats = f.a->memory_stats();
+  EXPECT_EQ(stats.at("allocated_bytes.all.peak"), 6 * MiB);
+  EXPECT_EQ(stats.at("allocated_bytes.node0_fine.peak"), 4 * MiB);
+  EXPECT_EQ(stats.at("allocation.all.allocated"), 3);
+  f.a->deallocate(b);
+  f.a->deallocate(c);
+  f.a->reset_peak_stats();
+  EXPECT_EQ(f.a->memory_stats().at("allocated_bytes.all.peak"), 0);
+}
+
+// Threads allocate through the default route and explicit nodes (creating pools while others
+// free), each freeing its own blocks: no block is handed out twice and the totals add up.
+TEST(Allocator, ThreadsSharingTheFrontEndKeepBlocksApartAndStatsExact) {
+  four_node_allocator f("policy:node:0");
+  constexpr int threads = 4;
+  constexpr int rounds = 400;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      std::vector<std::pair<unsigned char*, unsigned char>> live;
+      for (int i = 0; i < rounds; ++i) {
+        const std::size_t bytes = 256u << (i % 8);
+        request r;
+        if (i % 3 == 1) r.where = placement{placement_kind::node, (t + i) % 4, {}};
+        auto* p = static_cast<unsigned char*>(f.a->allocate(bytes, r));
+        const auto mark = static_cast<unsigned char>(t * 61 + i);
+        std::memset(p, mark, bytes);
+        live.emplace_back(p, mark);
+        if (live.size() > 8) {
+          auto [q, m] = live.front();
+          EXPECT_EQ(q[0], m) << "a block was handed to two holders";
+          f.a->deallocate(q);
+          live.erase(live.begin());
+        }
+      }
+      for (auto [q, m] : live) {
+        EXPECT_EQ(q[0], m);
+        f.a->deallocate(q);
+      }
+    });
+  for (auto& w : workers) w.join();
+  const auto stats = f.a->memory_stats();
+  EXPECT_EQ(stats.at("allocation.all.current"), 0);
+  EXPECT_EQ(stats.at("allocation.all.allocated"), threads * rounds);
+  EXPECT_EQ(stats.at("allocation.all.freed"), threads * rounds);
+  EXPECT_EQ(stats.at("allocated_bytes.all.current"), 0);
 }
 
 TEST(Allocator, PmrContainersUseUmemMemory) {

@@ -29,6 +29,9 @@
 
 namespace umem::alloc {
 
+class caching_pool;
+struct resolved_placement;
+
 // Per-request overrides of the configured placement and coherence.
 struct request {
   std::optional<placement> where;
@@ -80,6 +83,9 @@ class allocator {
  private:
   void assemble(const alloc_options& options, topology topo, std::unique_ptr<upstream_source> host,
                 std::unique_ptr<gpu_mapper> mapper, std::unique_ptr<hsa::rocr_library> rocr);
+  // allocate() once the pool is chosen: the cache-trimming retry and the spill policy.
+  void* allocate_from(caching_pool& home, const resolved_placement& resolved,
+                      coherence kind, std::size_t bytes);
 
   struct impl;
   std::unique_ptr<impl> impl_;

@@ -30,6 +30,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "umem/allocator/free_list.hpp"
 #include "umem/allocator/placement.hpp"
@@ -69,6 +70,9 @@ class caching_pool {
   // umem::error(invalid_argument) naming the pointer for a double free or a pointer this pool did
   // not hand out, and changes nothing then.
   void deallocate(void* p);
+  // The same for a pointer that may belong to another pool: returns false, changing nothing,
+  // when `p` lies in none of this pool's segments (one lock, where owns() + deallocate() take two).
+  bool deallocate_if_owned(void* p);
   // True when `p` lies inside one of this pool's segments (allocated or not).
   bool owns(const void* p) const;
   // The usable size of the live allocation starting at `p` (>= the request, a multiple of the
@@ -82,6 +86,10 @@ class caching_pool {
   void reset_peak_stats();
   // The allocator placed an allocation here that was meant for another node.
   void count_spill();
+  // Starts reporting to `global` (what the constructor's argument does), adding this pool's
+  // current values and peaks to it (global_peak_tracker::absorb). Throws
+  // umem::error(invalid_argument) when the pool already reports to a tracker.
+  void attach_global(global_peak_tracker& global);
 
   const node_binding& binding() const { return binding_; }
   coherence kind() const { return kind_; }
@@ -100,6 +108,8 @@ class caching_pool {
     size_class pool = size_class::large_pool;
   };
 
+  using live_map = std::unordered_map<std::uintptr_t, live_block>;
+
   free_list& list_of(size_class c) { return c == size_class::small_pool ? small_ : large_; }
   void change(metric m, size_class c, std::int64_t delta);
   block* new_segment_block(std::size_t block_bytes, std::size_t segment_bytes, size_class c,
@@ -107,6 +117,7 @@ class caching_pool {
   segment obtain_segment(std::size_t segment_bytes, std::size_t request);
   std::size_t release_free_segments(std::size_t keep_cached);
   std::size_t cached_bytes() const;
+  void release_live(live_map::iterator it);
   [[noreturn]] void fail_out_of_memory(std::size_t request, const std::string& why);
   [[noreturn]] void fail_bad_free(const void* p) const;
   std::string stats_summary() const;
@@ -115,13 +126,15 @@ class caching_pool {
   const node_binding binding_;
   const coherence kind_;
   const pool_config config_;
-  global_peak_tracker* const global_;
 
   mutable std::mutex mutex_;  // guards everything below
+  global_peak_tracker* global_;
   free_list small_;
   free_list large_;
   std::map<std::uintptr_t, segment_record> segments_;  // by base address
-  std::unordered_map<std::uintptr_t, live_block> live_;  // allocated blocks by address
+  live_map live_;  // allocated blocks by address
+  // Hash nodes of live_ kept after an erase for the next allocation (no heap call per block).
+  std::vector<live_map::node_type> spare_live_;
   pool_stats stats_;
 };
 

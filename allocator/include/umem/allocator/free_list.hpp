@@ -92,8 +92,13 @@ class free_list {
   void insert_free(block* b);
   void erase_free(block* b);
 
+  using free_set = std::set<block*, by_size_then_address>;
+
   std::size_t min_split_;
-  std::set<block*, by_size_then_address> free_;
+  free_set free_;
+  // Tree nodes of free_ kept after an erase and reused by the next insert: a take/release pair
+  // then allocates nothing (bounded, so a burst of frees does not pin memory).
+  std::vector<free_set::node_type> spare_nodes_;
   std::size_t free_bytes_ = 0;
   std::deque<block> storage_;   // stable addresses; records are reused, not returned
   std::vector<block*> spare_;  // recycled records of storage_

@@ -59,8 +59,16 @@ struct stat {
   std::int64_t peak = 0;       // highest `current` since creation or the last reset_peak()
   std::int64_t allocated = 0;  // sum of all increases
   std::int64_t freed = 0;      // sum of all decreases
-  void increase(std::int64_t n);
-  void decrease(std::int64_t n);
+  // Inline: the pool calls these on every allocate and free.
+  void increase(std::int64_t n) {
+    current += n;
+    allocated += n;
+    if (current > peak) peak = current;
+  }
+  void decrease(std::int64_t n) {
+    current -= n;
+    freed += n;
+  }
   bool operator==(const stat&) const = default;
 };
 
@@ -83,7 +91,9 @@ struct pool_stats {
   bool operator==(const pool_stats&) const = default;
 };
 
-// Peaks of a sum of pools (Note [Merged peaks]). Thread-safe and lock-free: pools call add()
+// Peaks of a sum of pools (Note [Merged peaks]). An allocator with a single pool needs no tracker
+// (that pool's peaks are the total's), so it attaches the first pool only when a second appears
+// and spares the one-pool hot path these atomics. Thread-safe and lock-free: pools call add()
 // under their own locks, so updates from different pools race only on these atomics. A reader
 // sees each value at some instant; values of different gauges are not one consistent instant.
 class global_peak_tracker {
@@ -92,6 +102,9 @@ class global_peak_tracker {
   std::int64_t current(metric m, size_class c) const noexcept;
   std::int64_t peak(metric m, size_class c) const noexcept;
   void reset_peak() noexcept;
+  // A pool that joins after it began counting: adds its current values and raises the peaks to
+  // its peaks. Exact when the tracker has seen no other pool yet, or when the pool is empty.
+  void absorb(const pool_stats& s) noexcept;
 
  private:
   struct cell {
