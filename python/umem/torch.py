@@ -496,7 +496,9 @@ def bind_local_rank(local_rank=None, local_size=None, topology=None, apply=True,
     (RANK_VARIABLES: torchrun, Open MPI, MVAPICH, MPICH/Intel MPI, Slurm, Flux), the size
     likewise. `topology` (a snapshot dict, JSON text or file) computes the binding for that
     machine; applying it is refused then, as it describes another machine. Returns the binding
-    as a dict: local_rank, local_size, numa_node, cpus, device, gpu_kfd_node, evidence, source."""
+    as a dict: local_rank, local_size, numa_node, cpus, device, gpu_kfd_node, evidence, source.
+    Call enable() first when umem is to be PyTorch's allocator: selecting the device initialises
+    CUDA, after which PyTorch refuses to swap its allocator."""
     source = "argument"
     if local_rank is None:
         local_rank, source = _from_env(RANK_VARIABLES)

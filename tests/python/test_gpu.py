@@ -149,3 +149,16 @@ def test_statistics_empty_cache_and_oom():
     assert ut.memory_stats(0)["num_ooms"] >= 1
     y = torch.ones(10, device="cuda")  # the process is fine after the OOM
     assert y.sum().item() == 10.0
+
+
+def test_bind_local_rank_under_torchrun_with_nccl():
+    """Every visible GPU gets one rank; each binds, enables umem and all-reduces umem memory."""
+    n = torch.cuda.device_count()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
+           os.path.join(HERE, "torchrun_child.py")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    results = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert len(results) == n, r.stdout
+    assert all("allreduce=ok" in l and "source=LOCAL_RANK" in l for l in results), results
+    assert sorted(int(l.split("device=")[1].split()[0]) for l in results) == list(range(n))
