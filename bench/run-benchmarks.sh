@@ -63,5 +63,19 @@ command="bench/run-benchmarks.sh${1:+ $1}"
 echo
 "$build/bench/umem_bench_report" --out "$out" --command "$command" --settings "$settings" \
   "$results"/*.json
+# Issue 7's side-by-side trace replay (measured on the GPU machine, where PyTorch's caching
+# allocator runs) is kept in docs/trace-replay.md; its results section is carried over verbatim.
+trace_doc="$root/docs/trace-replay.md"
+if [ -f "$trace_doc" ] && [ "$out" = "$root/docs/benchmarks.md" ]; then
+  {
+    echo
+    echo "## Real training traces: umem vs PyTorch's caching allocator (from docs/trace-replay.md)"
+    echo
+    echo "Regenerate: \`bash bench/trace_replay/cca/run-on-h200.sh DIR\` on the GPU machine (see"
+    echo "docs/trace-replay.md); umem alone, quick, on any machine: \`ctest -L '^trace\$'\`."
+    echo
+    sed -n '/^## Results on the H200/,/^## /{/^## /d;p}' "$trace_doc"
+  } >> "$out"
+fi
 echo
 echo "written: $out"
