@@ -5,6 +5,7 @@
 #include <mutex>
 #include <new>
 
+#include "umem/allocator/c_status.hpp"
 #include "umem/allocator/allocator.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
@@ -21,20 +22,7 @@ thread_local std::string last_error;
 std::mutex default_mutex;
 allocator* default_allocator = nullptr;  // guarded by default_mutex until created
 
-umem_status status_of(umem::errc code) {
-  switch (code) {
-    case umem::errc::invalid_argument:
-    case umem::errc::parse_error: return UMEM_ERR_INVALID_ARGUMENT;
-    case umem::errc::out_of_memory: return UMEM_ERR_OUT_OF_MEMORY;
-    case umem::errc::not_found: return UMEM_ERR_NOT_FOUND;
-    case umem::errc::runtime_unavailable:
-    case umem::errc::runtime_error: return UMEM_ERR_RUNTIME;
-    case umem::errc::unsupported: return UMEM_ERR_UNSUPPORTED;
-    case umem::errc::io_error:
-    case umem::errc::internal: return UMEM_ERR_INTERNAL;
-  }
-  return UMEM_ERR_INTERNAL;
-}
+umem_status status_of(umem::errc code) { return umem::alloc::c_status_of(code); }
 
 umem_status fail(umem_status s, std::string message) {
   last_error = std::move(message);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "umem/core/error.hpp"
+#include "umem/core/shared_library.hpp"
 #include "umem/core/log.hpp"
 #include "umem/core/options.hpp"
 
@@ -59,23 +60,10 @@ cuda_driver cuda_driver::load() {
 }
 
 cuda_driver cuda_driver::load_from(std::span<const std::string> candidates) {
-  std::string tried;
-  for (const auto& candidate : candidates) {
-    dlerror();  // clear a stale message
-    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle != nullptr) {
-      if (!tried.empty())
-        log().debug("loading the CUDA driver from {} after failing:{}", candidate, tried);
-      return cuda_driver(handle, candidate);
-    }
-    const char* why = dlerror();
-    const std::string text = why != nullptr ? why : "dlopen failed";
-    tried += "\n  " + (text.starts_with(candidate) ? text : candidate + ": " + text);
-  }
-  if (tried.empty()) tried = "\n  (no candidate paths)";
-  throw_error(errc::runtime_unavailable,
-              std::string("cannot load the CUDA driver (") + kSoname + "); tried:" + tried +
-                  "\nInstall the NVIDIA driver, or point UMEM_CUDA_DRIVER_LIB at libcuda.so.1.");
+  auto opened = open_first_library(
+      candidates, std::string("the CUDA driver (") + kSoname + ")",
+      "Install the NVIDIA driver, or point UMEM_CUDA_DRIVER_LIB at libcuda.so.1.");
+  return cuda_driver(opened.handle, std::move(opened.path));
 }
 
 cuda_driver::cuda_driver(void* handle, std::string path)

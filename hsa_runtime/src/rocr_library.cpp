@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "umem/core/error.hpp"
+#include "umem/core/shared_library.hpp"
 #include "umem/core/log.hpp"
 #include "umem/core/options.hpp"
 #include "umem/hsa_runtime/rocr_compat.hpp"
@@ -136,25 +137,11 @@ rocr_library rocr_library::load() {
 }
 
 rocr_library rocr_library::load_from(std::span<const std::string> candidates) {
-  std::string tried;
-  for (const auto& candidate : candidates) {
-    dlerror();  // clear a stale message
-    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle != nullptr) {
-      if (!tried.empty())
-        log().debug("loading the ROCm runtime from {} after failing:{}", candidate, tried);
-      return rocr_library(handle, candidate);
-    }
-    // dlerror names the file itself ("PATH: cannot open shared object file: ...").
-    const char* why = dlerror();
-    const std::string text = why != nullptr ? why : "dlopen failed";
-    tried += "\n  " + (text.starts_with(candidate) ? text : candidate + ": " + text);
-  }
-  if (tried.empty()) tried = "\n  (no candidate paths)";
-  throw_error(errc::runtime_unavailable,
-              std::string("cannot load the ROCm runtime (") + kSoname + "); tried:" + tried +
-                  "\nInstall ROCm, or point UMEM_HSA_RUNTIME_LIB at libhsa-runtime64.so.1 "
-                  "(or ROCM_PATH at the ROCm prefix).");
+  auto opened = open_first_library(
+      candidates, std::string("the ROCm runtime (") + kSoname + ")",
+      "Install ROCm, or point UMEM_HSA_RUNTIME_LIB at libhsa-runtime64.so.1 (or ROCM_PATH at the "
+      "ROCm prefix).");
+  return rocr_library(opened.handle, std::move(opened.path));
 }
 
 rocr_library::rocr_library(void* handle, std::string path)

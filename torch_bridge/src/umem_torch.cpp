@@ -1,5 +1,6 @@
 // The C ABI of the torch bridge (umem/umem_torch.h): every entry point catches everything and keeps
 // the message per thread, except umem_torch_malloc in OOM-exception mode (torch_error.hpp).
+#include "umem/allocator/c_status.hpp"
 #include "umem/umem_torch.h"
 
 #include <numaif.h>
@@ -33,20 +34,7 @@ bridge* the_bridge = nullptr;  // guarded by bridge_mutex until created
 umem_torch_event_provider event_provider{};
 std::atomic<bool> oom_exceptions{false};
 
-umem_status status_of(umem::errc code) {
-  switch (code) {
-    case umem::errc::invalid_argument:
-    case umem::errc::parse_error: return UMEM_ERR_INVALID_ARGUMENT;
-    case umem::errc::out_of_memory: return UMEM_ERR_OUT_OF_MEMORY;
-    case umem::errc::not_found: return UMEM_ERR_NOT_FOUND;
-    case umem::errc::runtime_unavailable:
-    case umem::errc::runtime_error: return UMEM_ERR_RUNTIME;
-    case umem::errc::unsupported: return UMEM_ERR_UNSUPPORTED;
-    case umem::errc::io_error:
-    case umem::errc::internal: return UMEM_ERR_INTERNAL;
-  }
-  return UMEM_ERR_INTERNAL;
-}
+umem_status status_of(umem::errc code) { return umem::alloc::c_status_of(code); }
 
 umem_status fail(umem_status s, std::string message) {
   last_error = std::move(message);
