@@ -22,8 +22,6 @@ thread_local std::string last_error;
 std::mutex default_mutex;
 allocator* default_allocator = nullptr;  // guarded by default_mutex until created
 
-umem_status status_of(umem::errc code) { return umem::alloc::c_status_of(code); }
-
 umem_status fail(umem_status s, std::string message) {
   last_error = std::move(message);
   return s;
@@ -32,18 +30,7 @@ umem_status fail(umem_status s, std::string message) {
 // Runs `f`, translating every exception; never lets one cross the C boundary.
 template <typename F>
 umem_status guarded(F&& f) {
-  try {
-    f();
-    return UMEM_OK;
-  } catch (const umem::error& e) {
-    return fail(status_of(e.code()), e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(UMEM_ERR_OUT_OF_MEMORY, "out of host memory for umem's own bookkeeping");
-  } catch (const std::exception& e) {
-    return fail(UMEM_ERR_INTERNAL, e.what());
-  } catch (...) {
-    return fail(UMEM_ERR_INTERNAL, "unknown exception");
-  }
+  return umem::alloc::run_at_c_boundary(std::forward<F>(f), fail);
 }
 
 allocator& get_default() {

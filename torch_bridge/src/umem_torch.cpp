@@ -34,28 +34,16 @@ bridge* the_bridge = nullptr;  // guarded by bridge_mutex until created
 umem_torch_event_provider event_provider{};
 std::atomic<bool> oom_exceptions{false};
 
-umem_status status_of(umem::errc code) { return umem::alloc::c_status_of(code); }
-
 umem_status fail(umem_status s, std::string message) {
   last_error = std::move(message);
   last_status = s;
   return s;
 }
 
+// Runs `f`, translating every exception; never lets one cross the C boundary.
 template <typename F>
 umem_status guarded(F&& f) {
-  try {
-    f();
-    return UMEM_OK;
-  } catch (const umem::error& e) {
-    return fail(status_of(e.code()), e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(UMEM_ERR_OUT_OF_MEMORY, "out of host memory for umem's own bookkeeping");
-  } catch (const std::exception& e) {
-    return fail(UMEM_ERR_INTERNAL, e.what());
-  } catch (...) {
-    return fail(UMEM_ERR_INTERNAL, "unknown exception");
-  }
+  return umem::alloc::run_at_c_boundary(std::forward<F>(f), fail);
 }
 
 // A stream_event over the C provider's functions.
