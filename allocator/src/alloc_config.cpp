@@ -290,6 +290,17 @@ constexpr std::array kRows{
                [](const alloc_options& o, std::vector<std::string>& items) {
                  items.push_back("max_cached:" + size_string(o.max_cached));
                }},
+    option_row{{"thread_cache", "size | 0", "64MiB",
+                "Most freed memory each thread keeps per pool for its own reuse without taking "
+                "the pool's lock (blocks up to 64 MiB); 0 turns thread caches off, which also "
+                "makes peak statistics exact (otherwise they may include what the thread caches "
+                "held)."},
+               [](alloc_options& o, std::string_view k, std::string_view v) {
+                 o.thread_cache = parse_size(k, v, "64MiB or 0 for none", true);
+               },
+               [](const alloc_options& o, std::vector<std::string>& items) {
+                 items.push_back("thread_cache:" + size_string(o.thread_cache));
+               }},
 };
 
 constexpr auto kDocs = [] {

@@ -110,6 +110,7 @@ struct allocator::impl {
     }
     pool_config cfg;
     cfg.max_cached_bytes = options.max_cached;
+    cfg.thread_cache_bytes = options.thread_cache;
     auto pool = std::make_unique<caching_pool>(*limited, b, kind, cfg,
                                                pools.empty() ? nullptr : &peaks);
     entries.push_back(pool_entry{pool.get(), owners.load(std::memory_order_relaxed)});
@@ -192,6 +193,7 @@ allocator::~allocator() = default;
 void* allocator::allocate(std::size_t bytes, const request& r) {
   if (!r.where && !r.kind) {
     const impl::route& route = impl_->default_route();
+    if (void* p = route.home->allocate_cached(bytes)) return p;  // Note [Fast path]
     return allocate_from(*route.home, route.resolved, impl_->options.kind, bytes);
   }
   const placement where = r.where.value_or(impl_->options.policy);
@@ -234,7 +236,10 @@ void* allocator::allocate_from(caching_pool& home, const resolved_placement& res
 
 void allocator::deallocate(void* p) {
   if (p == nullptr) return;
-  for (const impl::pool_entry* e = impl_->first_pool(); e; e = e->next)
+  const impl::pool_entry* first = impl_->first_pool();
+  for (const impl::pool_entry* e = first; e; e = e->next)
+    if (e->pool->deallocate_cached(p)) return;  // Note [Fast path]
+  for (const impl::pool_entry* e = first; e; e = e->next)
     if (e->pool->deallocate_if_owned(p)) return;
   throw_error(errc::invalid_argument,
               "free of " + hex(p) +

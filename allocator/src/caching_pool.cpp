@@ -60,13 +60,23 @@ caching_pool::caching_pool(upstream_source& upstream, node_binding binding, cohe
       config_(validated(config)),
       global_(global),
       small_(config_.alignment),
-      large_(config_.small_threshold) {}
+      large_(config_.small_threshold),
+      threads_(std::make_unique<thread_cache_registry>(
+          config_.thread_cache_bytes, config_.small_threshold,
+          [this](std::vector<block*>& blocks) {
+            std::lock_guard lock(mutex_);
+            for (block* b : blocks) release_cached(b);
+          })) {}
 
 caching_pool::~caching_pool() {
-  if (!live_.empty())
+  threads_.reset();
+  const auto held = std::count_if(live_.begin(), live_.end(), [](const auto& kv) {
+    return ticket::state_of(kv.second.b->ticket.load(std::memory_order_relaxed)) == ticket::live;
+  });
+  if (held != 0)
     log().warn("umem pool {}: destroyed with {} blocks still allocated; their memory is returned "
                "to the upstream now",
-               describe(), live_.size());
+               describe(), held);
   for (const auto& [base, rec] : segments_) upstream_.deallocate(rec.seg);
   // Keep the global tracker equal to the sum of the pools that still exist.
   if (global_)
@@ -116,7 +126,6 @@ std::string caching_pool::stats_summary() const {
 }
 
 void caching_pool::fail_out_of_memory(std::size_t request, const std::string& why) {
-  ++stats_[counter::num_ooms];
   throw_error(errc::out_of_memory, "umem pool " + describe() + ": out of memory allocating " +
                                        std::to_string(request) + " bytes: " + why + "; " +
                                        stats_summary());
@@ -124,6 +133,8 @@ void caching_pool::fail_out_of_memory(std::size_t request, const std::string& wh
 
 void* caching_pool::allocate(std::size_t bytes) {
   const std::size_t align = config_.alignment;
+  // The fast path first: sizes a thread cache may hold need none of the checks below.
+  if (void* p = allocate_cached(bytes)) return p;
   if (bytes == 0)
     throw_error(errc::invalid_argument,
                 "umem pool " + describe() + ": allocate(0): a request must be at least 1 byte");
@@ -146,6 +157,38 @@ void* caching_pool::allocate(std::size_t bytes) {
     segment_bytes = (rounded + r - 1) / r * r;
   }
 
+  // Counted once, for the attempt that finally fails (allocate_locked may be tried twice).
+  auto failed = [&](const error& e) {
+    if (e.code() == errc::out_of_memory) count_oom();
+  };
+  handout h;
+  try {
+    h = allocate_locked(bytes, rounded, c, segment_bytes);
+  } catch (const error& first) {
+    // Blocks in threads' caches may make a segment free (Note [Fast path]).
+    if (first.code() != errc::out_of_memory || !threads_->enabled() ||
+        flush_thread_caches() == 0) {
+      failed(first);
+      throw;
+    }
+    try {
+      h = allocate_locked(bytes, rounded, c, segment_bytes);
+    } catch (const error& second) {
+      failed(second);
+      throw;
+    }
+  }
+  if (thread_cache* mine = threads_->mine()) mine->remember(h.b, h.ticket, bytes);
+  return reinterpret_cast<void*>(h.b->address);
+}
+
+void caching_pool::count_oom() {
+  std::lock_guard lock(mutex_);
+  ++stats_[counter::num_ooms];
+}
+
+caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size_t rounded,
+                                                    size_class c, std::size_t segment_bytes) {
   std::lock_guard lock(mutex_);
   free_list& list = list_of(c);
   block* b = list.best_fit(rounded);
@@ -170,10 +213,13 @@ void* caching_pool::allocate(std::size_t bytes) {
     throw;
   }
   b->requested = bytes;
+  b->live_requested.store(bytes, std::memory_order_relaxed);
+  const std::uint64_t t = ticket::next_live(b->ticket.load(std::memory_order_relaxed));
+  b->ticket.store(t, std::memory_order_release);
   change(metric::allocated_bytes, c, signed_size(b->size));
   change(metric::requested_bytes, c, signed_size(bytes));
   change(metric::allocation, c, 1);
-  return reinterpret_cast<void*>(b->address);
+  return {b, t};
 }
 
 block* caching_pool::new_segment_block(std::size_t block_bytes, std::size_t segment_bytes,
@@ -266,7 +312,7 @@ segment caching_pool::obtain_segment(std::size_t segment_bytes, std::size_t requ
 }
 
 void caching_pool::deallocate(void* p) {
-  if (!p) return;
+  if (!p || deallocate_cached(p)) return;
   std::lock_guard lock(mutex_);
   const auto it = live_.find(address_of(p));
   if (it == live_.end()) fail_bad_free(p);
@@ -274,7 +320,7 @@ void caching_pool::deallocate(void* p) {
 }
 
 bool caching_pool::deallocate_if_owned(void* p) {
-  if (!p) return true;
+  if (!p || deallocate_cached(p)) return true;
   std::lock_guard lock(mutex_);
   const auto it = live_.find(address_of(p));
   if (it != live_.end()) {
@@ -293,7 +339,46 @@ namespace {
 constexpr std::size_t max_spare_live_nodes = 64;
 }  // namespace
 
+// A caller's free on the locked path. The ticket says whether the block is still live (not freed
+// into a thread's cache before, Note [Thread cache]).
 void caching_pool::release_live(live_map::iterator it) {
+  block* b = it->second.b;
+  std::uint64_t t = b->ticket.load(std::memory_order_acquire);
+  if (ticket::state_of(t) != ticket::live ||
+      !b->ticket.compare_exchange_strong(t, ticket::with_state(t, ticket::free),
+                                         std::memory_order_acq_rel))
+    fail_cached_free(reinterpret_cast<const void*>(b->address));
+  const std::size_t k = it->second.pool == size_class::small_pool ? 0 : 1;
+  returns_.requested_adjust[k] +=
+      signed_size(b->live_requested.load(std::memory_order_relaxed)) - signed_size(b->requested);
+  return_to_list(it);
+}
+
+// A thread-cached block back in the pool: not a caller's free (Note [Statistics with thread
+// caches]).
+void caching_pool::release_cached(block* b) {
+  const auto it = live_.find(b->address);
+  const std::size_t k = it->second.pool == size_class::small_pool ? 0 : 1;
+  b->ticket.store(ticket::with_state(b->ticket.load(std::memory_order_relaxed), ticket::free),
+                  std::memory_order_relaxed);
+  returns_.bytes[k] += signed_size(b->size);
+  returns_.count[k] += 1;
+  returns_.requested[k] += signed_size(b->requested);
+  return_to_list(it);
+}
+
+std::size_t caching_pool::flush_thread_caches() {
+  std::vector<block*> blocks = threads_->steal_all();
+  std::size_t bytes = 0;
+  std::lock_guard lock(mutex_);
+  for (block* b : blocks) {
+    bytes += b->size;
+    release_cached(b);
+  }
+  return bytes;
+}
+
+void caching_pool::return_to_list(live_map::iterator it) {
   const live_block lb = it->second;
   const std::size_t size = lb.b->size;
   const std::size_t requested = lb.b->requested;
@@ -333,6 +418,13 @@ void caching_pool::fail_bad_free(const void* p) const {
   throw_error(errc::invalid_argument, s.str());
 }
 
+void caching_pool::fail_cached_free(const void* p) const {
+  std::ostringstream s;
+  s << "umem pool " << describe() << ": deallocate(" << p
+    << "): double free: this block was already freed (it waits in a thread's cache for reuse)";
+  throw_error(errc::invalid_argument, s.str());
+}
+
 bool caching_pool::owns(const void* p) const {
   const std::uintptr_t a = address_of(p);
   std::lock_guard lock(mutex_);
@@ -345,7 +437,8 @@ bool caching_pool::owns(const void* p) const {
 std::size_t caching_pool::block_size(const void* p) const {
   std::lock_guard lock(mutex_);
   const auto it = live_.find(address_of(p));
-  if (it == live_.end()) {
+  if (it == live_.end() || ticket::state_of(it->second.b->ticket.load(
+                               std::memory_order_acquire)) != ticket::live) {
     std::ostringstream s;
     s << "umem pool " << describe() << ": block_size(" << p
       << "): not a live allocation of this pool";
@@ -355,6 +448,7 @@ std::size_t caching_pool::block_size(const void* p) const {
 }
 
 std::size_t caching_pool::trim() {
+  flush_thread_caches();
   std::lock_guard lock(mutex_);
   return release_free_segments(0);
 }
@@ -385,8 +479,35 @@ std::size_t caching_pool::release_free_segments(std::size_t keep_cached) {
 }
 
 pool_stats caching_pool::stats() const {
+  const thread_cache_totals t = threads_->totals();
   std::lock_guard lock(mutex_);
-  return stats_;
+  pool_stats s = stats_;
+  if (!threads_->enabled()) return s;
+  // Note [Statistics with thread caches]: callers' operations = the pool's own hand-outs and
+  // locked frees plus the threads' cache hits and cached frees.
+  const size_class classes[] = {size_class::small_pool, size_class::large_pool};
+  for (std::size_t k = 0; k < 2; ++k) {
+    const thread_cache_totals::per_class& tc = t.classes[k];
+    auto fold = [&](metric m, std::int64_t allocs, std::int64_t frees, std::int64_t returned) {
+      for (size_class c : {classes[k], size_class::all}) {
+        stat& g = s(m, c);
+        g.allocated += allocs;
+        g.freed += frees - returned;
+      }
+    };
+    fold(metric::allocated_bytes, tc.alloc_bytes, tc.free_bytes, returns_.bytes[k]);
+    fold(metric::allocation, tc.alloc_count, tc.free_count, returns_.count[k]);
+    fold(metric::requested_bytes, tc.alloc_requested, tc.free_requested,
+         returns_.requested[k] - returns_.requested_adjust[k]);
+  }
+  for (metric m : {metric::allocated_bytes, metric::allocation, metric::requested_bytes})
+    for (size_class c : {size_class::all, size_class::small_pool, size_class::large_pool}) {
+      stat& g = s(m, c);
+      g.current = g.allocated - g.freed;
+      g.peak = std::max(g.peak, g.current);
+    }
+  s[counter::cache_hits] += t.hits;
+  return s;
 }
 
 pool_snapshot caching_pool::snapshot() const {
@@ -401,14 +522,22 @@ pool_snapshot caching_pool::snapshot() const {
     s.kind = rec.seg.kind;
     s.huge_pages = rec.seg.huge_pages;
     s.pool = rec.pool;
-    for (const block* b = rec.first; b; b = b->next)
-      s.blocks.push_back({b->address - base, b->size, b->requested, b->allocated});
+    for (const block* b = rec.first; b; b = b->next) {
+      const bool cached = b->allocated && ticket::state_of(b->ticket.load(
+                                              std::memory_order_acquire)) == ticket::cached;
+      const bool in_use = b->allocated && !cached;
+      s.blocks.push_back({b->address - base, b->size,
+                          in_use ? b->live_requested.load(std::memory_order_relaxed) : 0, in_use,
+                          cached});
+    }
     out.segments.push_back(std::move(s));
   }
   return out;
 }
 
+// Cached blocks go back first, so that the new peaks start from what callers hold.
 void caching_pool::reset_peak_stats() {
+  flush_thread_caches();
   std::lock_guard lock(mutex_);
   stats_.reset_peak();
 }

@@ -22,7 +22,16 @@ block* free_list::new_block() {
   }
   block* b = spare_.back();
   spare_.pop_back();
-  *b = block{};
+  b->address = 0;
+  b->size = 0;
+  b->segment_base = 0;
+  b->requested = 0;
+  b->allocated = false;
+  b->prev = nullptr;
+  b->next = nullptr;
+  // The ticket keeps its generation (Note [Block tickets]); the state of a recycled record is free.
+  b->ticket.store(ticket::with_state(b->ticket.load(std::memory_order_relaxed), ticket::free),
+                  std::memory_order_relaxed);
   return b;
 }
 

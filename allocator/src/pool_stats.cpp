@@ -141,7 +141,9 @@ std::string to_json(const pool_snapshot& s) {
       blocks.push_back({{"offset", b.offset},
                         {"size", b.size},
                         {"requested", b.requested},
-                        {"state", b.allocated ? "allocated" : "free"}});
+                        {"state", b.allocated       ? "allocated"
+                                  : b.thread_cached ? "thread_cached"
+                                                    : "free"}});
     segments.push_back({{"address", hex(seg.base)},
                         {"size", seg.size},
                         {"binding",

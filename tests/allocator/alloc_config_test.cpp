@@ -51,7 +51,7 @@ TEST(AllocConfig, EmptyTextGivesTheDocumentedDefaults) {
 TEST(AllocConfig, FullExampleString) {
   const alloc_options o = parse_alloc_conf(
       "policy:node:1,spill:warn,kind:fine,huge_pages:true,populate:touch,limit.node0:64GiB,"
-      "limit.total:0.9,max_cached:8GiB");
+      "limit.total:0.9,max_cached:8GiB,thread_cache:1MiB");
   EXPECT_EQ(o.policy.kind, placement_kind::node);
   EXPECT_EQ(o.policy.index, 1);
   EXPECT_EQ(o.spill, spill_policy::warn);
@@ -63,6 +63,9 @@ TEST(AllocConfig, FullExampleString) {
   ASSERT_TRUE(o.limit_total);
   EXPECT_EQ(o.limit_total->fraction, 0.9);
   EXPECT_EQ(o.max_cached, 8 * GiB);
+  EXPECT_EQ(o.thread_cache, 1024u * 1024u);
+  EXPECT_EQ(parse_alloc_conf("thread_cache:0").thread_cache, 0u);
+  EXPECT_EQ(alloc_options{}.thread_cache, 64u * 1024u * 1024u);
 }
 
 TEST(AllocConfig, ValuesSplitOnTheFirstColonAndInterleaveSetsKeepTheirCommas) {
@@ -121,7 +124,7 @@ TEST(AllocConfig, TextAppliesOnTopOfABase) {
 TEST(AllocConfig, UnknownKeyNamesItAndListsTheKnownOnes) {
   EXPECT_EQ(conf_error("polcy:local"),
             "UMEM_ALLOC_CONF: unknown key 'polcy' (known: policy, spill, kind, huge_pages, "
-            "populate, limit.total, limit.node<N>, max_cached)");
+            "populate, limit.total, limit.node<N>, max_cached, thread_cache)");
   EXPECT_EQ(conf_error("spill:warn,Kind:fine").find("UMEM_ALLOC_CONF: unknown key 'Kind'"), 0u);
   EXPECT_NE(conf_error("limit.nodes:1GiB").find("'limit.nodes' needs a NUMA node number"),
             std::string::npos);
@@ -176,14 +179,14 @@ TEST(AllocConfig, DuplicateKeysAndItemsWithoutValueAreErrors) {
             "UMEM_ALLOC_CONF: key 'limit.node1' is given more than once; give each key once");
   EXPECT_EQ(conf_error("spill:warn,huge_pages"),
             "UMEM_ALLOC_CONF: 'huge_pages' is not key:value (known keys: policy, spill, kind, "
-            "huge_pages, populate, limit.total, limit.node<N>, max_cached)");
+            "huge_pages, populate, limit.total, limit.node<N>, max_cached, thread_cache)");
   EXPECT_NE(conf_error("local").find("'local' is not key:value"), std::string::npos);
 }
 
 TEST(AllocConfig, DescribeListsEveryValueAndParsesBack) {
   EXPECT_EQ(describe(alloc_options{}),
             "policy:local,spill:never,kind:fine,huge_pages:true,populate:none,limit.total:none,"
-            "max_cached:0");
+            "max_cached:0,thread_cache:64MiB");
   alloc_options o;
   o.policy.kind = placement_kind::interleave;
   o.policy.nodes = {0, 1, 3};
@@ -200,7 +203,7 @@ TEST(AllocConfig, DescribeListsEveryValueAndParsesBack) {
   EXPECT_EQ(text,
             "policy:interleave:0-1,3,spill:warn,kind:extended_fine,huge_pages:false,"
             "populate:touch,limit.total:0.9,limit.node0:64GiB,limit.node2:0.00001,"
-            "limit.node3:12345B,max_cached:1536MiB");
+            "limit.node3:12345B,max_cached:1536MiB,thread_cache:64MiB");
   EXPECT_EQ(parse_alloc_conf(text), o);
 }
 
@@ -213,7 +216,8 @@ TEST(AllocConfig, TableDocumentsEveryKeyWithTheStructDefaults) {
     EXPECT_GT(row.doc.size(), 20u) << row.key;
   }
   EXPECT_EQ(keys, (std::vector<std::string>{"policy", "spill", "kind", "huge_pages", "populate",
-                                            "limit.total", "limit.node<N>", "max_cached"}));
+                                            "limit.total", "limit.node<N>", "max_cached",
+                                            "thread_cache"}));
   // Each default as documented is what describe() prints for alloc_options{}, and parses back.
   const std::string defaults = "," + describe(alloc_options{}) + ",";
   for (const auto& row : table) {

@@ -17,6 +17,21 @@
 // that released anything, retries once (num_alloc_retries). A final failure counts in num_ooms
 // and throws out_of_memory with the request, the pool's binding and coherence, and its stats.
 //
+// Note [Fast path]
+// With pool_config::thread_cache_bytes != 0 each thread keeps the blocks it frees in a cache of
+// its own and reuses them without the pool's lock (thread_cache.hpp, Note [Thread cache]); the
+// pool stays the owner of every block and of every decision the cache cannot make alone (unknown
+// pointers, double frees, blocks freed on another thread). Cached blocks count as cached in the
+// statistics (Note [Statistics with thread caches]). trim(), an allocation that runs out of
+// memory, and a thread's exit return thread-cached blocks to the pool first.
+//
+// Note [Statistics with thread caches]
+// current, allocated and freed of allocated_bytes, requested_bytes and allocation are exact:
+// what callers allocated and freed, whichever path served them. A peak is the highest value of
+// the pool's own count, in which blocks waiting in thread caches still count as allocated: it
+// may exceed the true peak by at most what the threads' caches held at that moment (bounded by
+// thread_cache_bytes per thread). Set thread_cache_bytes = 0 for exact peaks.
+//
 // Thread safety: every member function may be called from any thread. One mutex per pool guards
 // all of its state, including the upstream calls made for it (upstream_source is thread-safe);
 // threads using pools of different nodes or kinds do not contend. Ownership: the pool owns its
@@ -24,9 +39,11 @@
 // optional global_peak_tracker must outlive it.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -36,6 +53,7 @@
 #include "umem/allocator/placement.hpp"
 #include "umem/allocator/pool_stats.hpp"
 #include "umem/allocator/segment.hpp"
+#include "umem/allocator/thread_cache_registry.hpp"
 #include "umem/core/topology.hpp"
 
 namespace umem::alloc {
@@ -47,6 +65,7 @@ struct pool_config {
   std::size_t alignment = 256;       // of every block and of every size (like CUDA's)
   std::size_t max_cached_bytes = 0;  // reserved - allocated kept after a free; 0 = unlimited
   std::size_t limit_bytes = 0;       // most reserved bytes of this pool; 0 = no limit
+  std::size_t thread_cache_bytes = 0;  // most bytes each thread caches (Note [Fast path]); 0 = off
 };
 
 class caching_pool {
@@ -66,6 +85,20 @@ class caching_pool {
   // At least `bytes` bytes aligned to config().alignment. Throws umem::error: invalid_argument
   // for 0 or a size that overflows when rounded; out_of_memory (Note [Running out]).
   void* allocate(std::size_t bytes);
+  // The fast path alone (Note [Fast path]), inline for the allocator's front end: a block from the
+  // calling thread's cache, or nullptr (then allocate() decides). Never throws.
+  void* allocate_cached(std::size_t bytes) {
+    thread_cache* mine = threads_->mine();
+    if (mine == nullptr || bytes - 1 >= thread_cache::largest_cached) return nullptr;
+    const std::size_t align = config_.alignment;
+    block* b = mine->take((bytes + align - 1) & ~(align - 1), bytes);
+    return b ? reinterpret_cast<void*>(b->address) : nullptr;
+  }
+  // True when `p` went into the calling thread's cache; false: deallocate() decides.
+  bool deallocate_cached(const void* p) {
+    thread_cache* mine = threads_->mine_if_any();
+    return mine != nullptr && mine->put(p);
+  }
   // Returns a block from allocate() to the cache; nullptr is ignored. Throws
   // umem::error(invalid_argument) naming the pointer for a double free or a pointer this pool did
   // not hand out, and changes nothing then.
@@ -109,8 +142,25 @@ class caching_pool {
   };
 
   using live_map = std::unordered_map<std::uintptr_t, live_block>;
+  struct handout {
+    block* b = nullptr;
+    std::uint64_t ticket = 0;
+  };
+  // Releases that were not callers' frees (thread-cached blocks returned to the pool), and the
+  // difference between what callers' locked frees released and what the pool had counted for
+  // those blocks (requested bytes change when a thread cache reuses a block): both per class,
+  // for Note [Statistics with thread caches].
+  struct cache_returns {
+    std::array<std::int64_t, 2> bytes{}, count{}, requested{}, requested_adjust{};
+  };
 
   free_list& list_of(size_class c) { return c == size_class::small_pool ? small_ : large_; }
+  handout allocate_locked(std::size_t bytes, std::size_t rounded, size_class c,
+                          std::size_t segment_bytes);
+  void count_oom();
+  void release_cached(block* b);
+  std::size_t flush_thread_caches();
+  void return_to_list(live_map::iterator it);
   void change(metric m, size_class c, std::int64_t delta);
   block* new_segment_block(std::size_t block_bytes, std::size_t segment_bytes, size_class c,
                            std::size_t request);
@@ -120,6 +170,7 @@ class caching_pool {
   void release_live(live_map::iterator it);
   [[noreturn]] void fail_out_of_memory(std::size_t request, const std::string& why);
   [[noreturn]] void fail_bad_free(const void* p) const;
+  [[noreturn]] void fail_cached_free(const void* p) const;
   std::string stats_summary() const;
 
   upstream_source& upstream_;
@@ -136,6 +187,10 @@ class caching_pool {
   // Hash nodes of live_ kept after an erase for the next allocation (no heap call per block).
   std::vector<live_map::node_type> spare_live_;
   pool_stats stats_;
+  cache_returns returns_;
+  // Declared last, reset first in the destructor: a thread that exits while the pool is being
+  // destroyed must not give blocks back into it (Note [Thread cache lifetime]).
+  std::unique_ptr<thread_cache_registry> threads_;
 };
 
 }  // namespace umem::alloc

@@ -16,6 +16,7 @@
 // first block and walk `next` from it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -24,14 +25,32 @@
 
 namespace umem::alloc {
 
-struct block {
+// Note [Block tickets]
+// `ticket` = generation << 2 | state, the one word a thread cache and the pool agree on without
+// sharing a lock (thread_cache.hpp, Note [Thread cache]). The pool starts a new generation each
+// time it hands the block out (state live); a thread cache moves it live -> cached at a free and
+// back to live at reuse; the pool sets free when the block returns to the free list. Generations
+// only grow, also when a record is reused for another block, so an old ticket never matches again.
+namespace ticket {
+enum state : std::uint64_t { free = 0, live = 1, cached = 2 };
+constexpr std::uint64_t state_of(std::uint64_t t) { return t & 3U; }
+constexpr std::uint64_t with_state(std::uint64_t t, state s) { return (t & ~std::uint64_t{3}) | s; }
+constexpr std::uint64_t next_live(std::uint64_t t) { return (((t >> 2) + 1) << 2) | live; }
+}  // namespace ticket
+
+// Cache-line aligned: threads write the tickets of their own blocks without a lock, and records of
+// blocks held by different threads must not share a line (false sharing doubled the time of
+// two threads' fast paths).
+struct alignas(64) block {
   std::uintptr_t address = 0;
   std::size_t size = 0;
   std::uintptr_t segment_base = 0;  // the segment it was carved from
-  std::size_t requested = 0;        // bytes the caller asked for while allocated, else 0
-  bool allocated = false;
+  std::size_t requested = 0;        // bytes asked for when the pool handed it out, else 0
+  bool allocated = false;           // not in the free set (handed out, or in a thread cache)
   block* prev = nullptr;  // neighbour at the next lower address in the same segment
   block* next = nullptr;  // neighbour at the next higher address in the same segment
+  std::atomic<std::uint64_t> ticket{0};         // Note [Block tickets]
+  std::atomic<std::size_t> live_requested{0};  // the current holder's request
 };
 
 class free_list {

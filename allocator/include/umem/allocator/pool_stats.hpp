@@ -140,6 +140,7 @@ struct block_snapshot {
   std::size_t size = 0;
   std::size_t requested = 0;  // 0 for free blocks
   bool allocated = false;
+  bool thread_cached = false;  // freed by its caller, kept in a thread's cache for reuse
   bool operator==(const block_snapshot&) const = default;
 };
 
@@ -159,7 +160,7 @@ struct pool_snapshot {
 
 // {"segments":[{"address":"0x...","size":..,"binding":{"mode":"bind","nodes":[0]},
 //   "coherence":"fine","huge_pages":false,"pool":"small_pool",
-//   "blocks":[{"offset":0,"size":..,"requested":..,"state":"allocated"|"free"}]}]}
+//   "blocks":[{"offset":0,"size":..,"requested":..,"state":"allocated"|"free"|"thread_cached"}]}]}
 std::string to_json(const pool_snapshot& s);
 
 }  // namespace umem::alloc

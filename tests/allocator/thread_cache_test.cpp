@@ -1,0 +1,373 @@
+// The pool's per-thread caches (Note [Fast path], Note [Thread cache]): reuse without the lock,
+// double frees on the same and on other threads, frees on another thread, the way cached blocks
+// get back to the pool (trim, running out, thread exit, capacity), and exact statistics.
+// Expected values are worked out by hand from pool_config's defaults (256 B alignment, 1 MiB
+// small threshold, 2 MiB segments).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <barrier>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "fake_upstream.hpp"
+#include "umem/allocator/caching_pool.hpp"
+#include "umem/core/error.hpp"
+
+namespace umem::alloc {
+namespace {
+
+using test::fake_upstream;
+
+constexpr std::size_t KiB = 1024;
+constexpr std::size_t MiB = 1024 * KiB;
+
+const node_binding node0{bind_mode::bind, {0}};
+
+pool_config cached(std::size_t capacity = 64 * MiB) {
+  pool_config c;
+  c.thread_cache_bytes = capacity;
+  return c;
+}
+
+const stat& gauge(const pool_stats& s, metric m, size_class c = size_class::all) { return s(m, c); }
+
+std::string error_of(auto&& f) {
+  try {
+    f();
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a umem::error";
+  return {};
+}
+
+// Runs f on a new thread and waits for it (the thread then exits, see thread_exit tests).
+template <class F>
+void on_other_thread(F&& f) {
+  std::thread t(std::forward<F>(f));
+  t.join();
+}
+
+std::size_t count_state(const pool_snapshot& s, bool thread_cached, bool allocated) {
+  std::size_t n = 0;
+  for (const auto& seg : s.segments)
+    for (const auto& b : seg.blocks)
+      if (b.thread_cached == thread_cached && b.allocated == allocated) ++n;
+  return n;
+}
+
+TEST(thread_cache, a_freed_block_is_reused_by_its_thread_and_counted_as_free) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached());
+  void* p = pool.allocate(1000);  // 1024-byte block
+  pool.deallocate(p);
+  pool_stats s = pool.stats();
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 0);
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).freed, 1024);
+  EXPECT_EQ(gauge(s, metric::allocation).current, 0);
+  EXPECT_EQ(gauge(s, metric::reserved_bytes).current, static_cast<std::int64_t>(2 * MiB));
+  EXPECT_EQ(count_state(pool.snapshot(), true, false), 1u);  // the block, cached
+  EXPECT_NE(to_json(pool.snapshot()).find(R"("state":"thread_cached")"), std::string::npos);
+
+  void* q = pool.allocate(900);  // same 1024-byte block from the cache
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(pool.block_size(q), 1024u);
+  s = pool.stats();
+  EXPECT_EQ(s[counter::cache_hits], 1);  // the first allocation needed a segment
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 1024);
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).allocated, 2048);
+  EXPECT_EQ(gauge(s, metric::requested_bytes).current, 900);
+  EXPECT_EQ(gauge(s, metric::requested_bytes, size_class::small_pool).current, 900);
+  EXPECT_EQ(gauge(s, metric::allocation).allocated, 2);
+  EXPECT_EQ(up.allocate_calls(), 1u);
+  pool.deallocate(q);
+  EXPECT_EQ(gauge(pool.stats(), metric::requested_bytes).current, 0);
+  EXPECT_EQ(gauge(pool.stats(), metric::requested_bytes).freed, 1900);
+}
+
+TEST(thread_cache, a_larger_request_of_the_same_class_is_not_served_by_a_smaller_block) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached());
+  // 2304 and 2560 bytes share the class (2 KiB, 2.5 KiB]; the cached 2304 block cannot serve 2560.
+  void* small = pool.allocate(2304);
+  pool.deallocate(small);
+  void* larger = pool.allocate(2560);
+  EXPECT_NE(larger, small);
+  EXPECT_GE(pool.block_size(larger), 2560u);
+  void* again = pool.allocate(2304);
+  EXPECT_EQ(again, small);
+  pool.deallocate(larger);
+  pool.deallocate(again);
+}
+
+TEST(thread_cache, double_free_on_the_same_thread_is_reported_and_changes_nothing) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached());
+  void* p = pool.allocate(4096);
+  pool.deallocate(p);
+  const pool_stats before = pool.stats();
+  EXPECT_NE(error_of([&] { pool.deallocate(p); }).find("double free"), std::string::npos);
+  EXPECT_EQ(pool.stats(), before);
+  EXPECT_EQ(pool.allocate(4096), p);  // handed out once, not twice
+  EXPECT_NE(pool.allocate(4096), p);
+}
+
+TEST(thread_cache, double_free_on_another_thread_is_reported) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached());
+  void* p = pool.allocate(4096);
+  pool.deallocate(p);  // now in this thread's cache
+  std::string message;
+  on_other_thread([&] { message = error_of([&] { pool.deallocate(p); }); });
+  EXPECT_NE(message.find("double free"), std::string::npos) << message;
+  EXPECT_NE(message.find("thread's cache"), std::string::npos) << message;
+  EXPECT_EQ(pool.allocate(4096), p);
+}
+
+TEST(thread_cache, a_block_freed_on_another_thread_goes_back_to_the_pool_once) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached());
+  void* p = pool.allocate(3000);
+  on_other_thread([&] { pool.deallocate(p); });
+  EXPECT_EQ(count_state(pool.snapshot(), false, true), 0u);  // nothing allocated
+  // This thread still remembers handing p out; its free must not succeed a second time.
+  EXPECT_NE(error_of([&] { pool.deallocate(p); }).find("double free"), std::string::npos);
+  const pool_stats s = pool.stats();
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 0);
+  EXPECT_EQ(gauge(s, metric::requested_bytes).current, 0);
+  EXPECT_EQ(gauge(s, metric::allocation).freed, 1);
+}
+
+TEST(thread_cache, a_cache_hit_freed_on_another_thread_keeps_requested_bytes_exact) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached());
+  void* p = pool.allocate(1000);
+  pool.deallocate(p);
+  void* q = pool.allocate(800);  // cache hit, new request size
+  ASSERT_EQ(q, p);
+  EXPECT_EQ(gauge(pool.stats(), metric::requested_bytes).current, 800);
+  on_other_thread([&] { pool.deallocate(q); });  // the locked path frees the 800-byte request
+  const pool_stats s = pool.stats();
+  EXPECT_EQ(gauge(s, metric::requested_bytes).current, 0);
+  EXPECT_EQ(gauge(s, metric::requested_bytes).allocated, 1800);
+  EXPECT_EQ(gauge(s, metric::requested_bytes).freed, 1800);
+}
+
+TEST(thread_cache, trim_takes_blocks_back_from_a_living_thread) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached());
+  std::barrier sync(2);
+  void* p = nullptr;
+  std::thread worker([&] {
+    p = pool.allocate(64 * KiB);
+    pool.deallocate(p);  // cached by the worker
+    sync.arrive_and_wait();
+    sync.arrive_and_wait();  // main trimmed meanwhile
+    void* again = pool.allocate(64 * KiB);
+    pool.deallocate(again);
+  });
+  sync.arrive_and_wait();
+  EXPECT_EQ(count_state(pool.snapshot(), true, false), 1u);
+  EXPECT_EQ(pool.trim(), 2 * MiB);
+  EXPECT_EQ(up.outstanding_bytes(), 0u);
+  EXPECT_EQ(pool.snapshot().segments.size(), 0u);
+  const pool_stats s = pool.stats();
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 0);
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).freed, static_cast<std::int64_t>(64 * KiB));
+  sync.arrive_and_wait();
+  worker.join();  // the worker's cache was emptied: its allocation needed a new segment
+  EXPECT_EQ(up.allocate_calls(), 2u);
+}
+
+TEST(thread_cache, a_thread_returns_its_blocks_when_it_exits) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached());
+  on_other_thread([&] {
+    for (std::size_t size : {256 * KiB, 512 * KiB, 8 * KiB}) pool.deallocate(pool.allocate(size));
+  });
+  const pool_snapshot snap = pool.snapshot();
+  EXPECT_EQ(count_state(snap, true, false), 0u);
+  ASSERT_EQ(snap.segments.size(), 1u);
+  ASSERT_EQ(snap.segments[0].blocks.size(), 1u);  // merged back into one free block
+  EXPECT_FALSE(snap.segments[0].blocks[0].allocated);
+  EXPECT_EQ(gauge(pool.stats(), metric::allocated_bytes).current, 0);
+}
+
+TEST(thread_cache, running_out_takes_cached_blocks_back_and_retries) {
+  fake_upstream up(2 * MiB);  // one segment in all
+  caching_pool pool(up, node0, coherence::fine, cached());
+  std::barrier sync(2);
+  std::thread worker([&] {
+    pool.deallocate(pool.allocate(512 * KiB));  // cached: the segment is not free
+    sync.arrive_and_wait();
+    sync.arrive_and_wait();
+  });
+  sync.arrive_and_wait();
+  void* big = pool.allocate(2 * MiB);  // needs the worker's segment back
+  const pool_stats s = pool.stats();
+  EXPECT_EQ(s[counter::num_ooms], 0);
+  EXPECT_EQ(s[counter::upstream_frees], 1);
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).current, static_cast<std::int64_t>(2 * MiB));
+  sync.arrive_and_wait();
+  worker.join();
+  pool.deallocate(big);
+}
+
+TEST(thread_cache, a_failure_after_taking_cached_blocks_back_counts_one_oom) {
+  fake_upstream up(2 * MiB);
+  caching_pool pool(up, node0, coherence::fine, cached());
+  void* held = pool.allocate(512 * KiB);
+  pool.deallocate(pool.allocate(4 * KiB));  // cached
+  try {
+    pool.allocate(2 * MiB);
+    ADD_FAILURE() << "expected out_of_memory";
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::out_of_memory);
+  }
+  EXPECT_EQ(pool.stats()[counter::num_ooms], 1);
+  pool.deallocate(held);
+}
+
+TEST(thread_cache, frees_beyond_the_capacity_go_back_to_the_pool) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached(1 * MiB));
+  void* a = pool.allocate(768 * KiB);
+  void* b = pool.allocate(768 * KiB);
+  pool.deallocate(a);  // cached: 768 KiB <= 1 MiB
+  pool.deallocate(b);  // would make 1.5 MiB: freed into the pool
+  const pool_snapshot snap = pool.snapshot();
+  EXPECT_EQ(count_state(snap, true, false), 1u);
+  EXPECT_EQ(gauge(pool.stats(), metric::allocated_bytes).current, 0);
+}
+
+TEST(thread_cache, blocks_above_64_mib_are_never_cached) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached(std::size_t{1} << 30));
+  pool.deallocate(pool.allocate(65 * MiB));
+  EXPECT_EQ(count_state(pool.snapshot(), true, false), 0u);
+  EXPECT_EQ(pool.trim(), 66 * MiB);
+}
+
+TEST(thread_cache, a_thread_may_outlive_the_pool_its_cache_belongs_to) {
+  fake_upstream up;
+  std::barrier sync(2);
+  auto pool = std::make_unique<caching_pool>(up, node0, coherence::fine, cached());
+  std::thread worker([&] {
+    pool->deallocate(pool->allocate(4 * KiB));
+    sync.arrive_and_wait();
+    sync.arrive_and_wait();  // the pool is gone; exiting must not touch it
+  });
+  sync.arrive_and_wait();
+  pool.reset();
+  EXPECT_EQ(up.outstanding_bytes(), 0u);
+  sync.arrive_and_wait();
+  worker.join();
+  // A new pool (perhaps at the same address) starts with an empty cache for this thread.
+  caching_pool next(up, node0, coherence::fine, cached());
+  void* p = next.allocate(4 * KiB);
+  EXPECT_EQ(next.stats()[counter::cache_hits], 0);
+  next.deallocate(p);
+}
+
+TEST(thread_cache, off_means_every_free_goes_to_the_pool) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached(0));
+  pool.deallocate(pool.allocate(4 * KiB));
+  EXPECT_EQ(count_state(pool.snapshot(), true, false), 0u);
+  EXPECT_EQ(pool.stats()[counter::cache_hits], 0);
+}
+
+// Peaks are the pool's own (Note [Statistics with thread caches]): a cached block still counts.
+TEST(thread_cache, peaks_are_exact_without_caches_and_bounded_by_them_with) {
+  for (std::size_t capacity : {std::size_t{0}, 64 * MiB}) {
+    fake_upstream up;
+    caching_pool pool(up, node0, coherence::fine, cached(capacity));
+    void* a = pool.allocate(4 * KiB);
+    pool.deallocate(a);
+    void* b = pool.allocate(8 * KiB);  // a is cached (capacity != 0) while b is handed out
+    const std::int64_t peak = gauge(pool.stats(), metric::allocated_bytes).peak;
+    EXPECT_EQ(peak, static_cast<std::int64_t>(capacity == 0 ? 8 * KiB : 12 * KiB)) << capacity;
+    pool.deallocate(b);
+  }
+}
+
+// Threads allocate, hand some blocks to a neighbour to free, free the rest themselves, while
+// another thread trims (taking blocks out of their caches) over and over: every block keeps its
+// payload while held, none is handed out twice, and the statistics add up at the end. Run under
+// ThreadSanitizer in CI.
+TEST(thread_cache, stress_with_cross_thread_frees_and_concurrent_trims) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached(4 * MiB));
+  constexpr int workers = 4;
+  constexpr int rounds = 3000;
+  struct mailbox {
+    std::mutex m;
+    std::deque<std::pair<unsigned char*, unsigned char>> blocks;
+  };
+  std::vector<mailbox> boxes(workers);
+  std::atomic<int> running{workers};
+  std::atomic<long> handed_out{0};
+  auto check_and_free = [&](unsigned char* p, unsigned char mark) {
+    EXPECT_EQ(p[0], mark) << "a block was handed to two holders";
+    EXPECT_EQ(p[63], mark);
+    pool.deallocate(p);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < workers; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<std::pair<unsigned char*, unsigned char>> mine;
+      for (int i = 0; i < rounds; ++i) {
+        const std::size_t bytes = std::size_t{256} << ((i * 7 + t) % 12);  // 256 B .. 512 KiB
+        auto* p = static_cast<unsigned char*>(pool.allocate(bytes));
+        handed_out.fetch_add(1);
+        const auto mark = static_cast<unsigned char>(t * 31 + i);
+        std::memset(p, mark, 64);
+        if (i % 3 == 0) {
+          std::lock_guard lock(boxes[(t + 1) % workers].m);
+          boxes[(t + 1) % workers].blocks.emplace_back(p, mark);
+        } else {
+          mine.emplace_back(p, mark);
+        }
+        if (mine.size() > 6) {
+          check_and_free(mine.front().first, mine.front().second);
+          mine.erase(mine.begin());
+        }
+        std::deque<std::pair<unsigned char*, unsigned char>> inbox;
+        {
+          std::lock_guard lock(boxes[t].m);
+          inbox.swap(boxes[t].blocks);
+        }
+        for (auto [q, m] : inbox) check_and_free(q, m);
+      }
+      for (auto [q, m] : mine) check_and_free(q, m);
+      running.fetch_sub(1);
+    });
+  std::thread trimmer([&] {
+    while (running.load() > 0) {
+      pool.trim();
+      std::this_thread::yield();
+    }
+  });
+  for (auto& th : threads) th.join();
+  trimmer.join();
+  for (auto& box : boxes)
+    for (auto [q, m] : box.blocks) check_and_free(q, m);
+  const pool_stats s = pool.stats();
+  EXPECT_EQ(gauge(s, metric::allocation).current, 0);
+  EXPECT_EQ(gauge(s, metric::allocation).allocated, handed_out.load());
+  EXPECT_EQ(gauge(s, metric::allocation).freed, handed_out.load());
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 0);
+  EXPECT_EQ(gauge(s, metric::requested_bytes).current, 0);
+  pool.trim();
+  EXPECT_EQ(up.outstanding_bytes(), 0u) << "a block stayed allocated or cached";
+}
+
+}  // namespace
+}  // namespace umem::alloc
