@@ -5,7 +5,8 @@
 // Note [Small and large blocks]
 // Requests whose rounded size is below small_threshold are carved from small_segment_size
 // segments ("small pool"); larger ones take the best-fitting free block of the large pool
-// (splitting it), else a new segment of the request rounded up to large_segment_rounding. The two
+// (splitting it), else grow the expandable segment (Note [Expandable segments]) or take a new
+// segment of the request rounded up to large_segment_rounding. The two
 // never share a segment: small, short-lived blocks scattered through big segments would keep
 // those segments from ever becoming fully free, so they could never be trimmed. For the same
 // reason a large block is only split when the remainder is itself large (>= small_threshold).
