@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -47,6 +48,7 @@ const pool_config& validated(const pool_config& c) {
   if (c.small_segment_size < c.small_threshold)
     bad("small_segment_size (" + std::to_string(c.small_segment_size) +
         ") is smaller than small_threshold (" + std::to_string(c.small_threshold) + ")");
+  if (c.expandable_segments) multiple(c.expandable_reserve_bytes, "expandable_reserve_bytes");
   return c;
 }
 
@@ -224,7 +226,10 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size
 
 block* caching_pool::new_segment_block(std::size_t block_bytes, std::size_t segment_bytes,
                                        size_class c, std::size_t request) {
-  const segment seg = obtain_segment(segment_bytes, request);
+  const bool expandable = c == size_class::large_pool && config_.expandable_segments;
+  if (expandable)
+    if (block* b = grow_block(block_bytes, request)) return b;
+  const segment seg = obtain_segment(segment_bytes, request, expandable);
   const std::uintptr_t base = address_of(seg.base);
   free_list& list = list_of(c);
   try {
@@ -244,32 +249,102 @@ block* caching_pool::new_segment_block(std::size_t block_bytes, std::size_t segm
     ++stats_[counter::upstream_frees];
     throw;
   }
+  // The newest reservation is the one with room left (Note [Expandable segments]).
+  if (expandable && seg.reserved_size > seg.size) growable_ = base;
   change(metric::reserved_bytes, c, signed_size(seg.size));
   change(metric::segment, c, 1);
   return list.take(segments_.at(base).first, block_bytes);
 }
 
-segment caching_pool::obtain_segment(std::size_t segment_bytes, std::size_t request) {
+bool caching_pool::over_limit(std::size_t more) const {
   const std::size_t limit = config_.limit_bytes;
-  auto reserved = [this] {
-    return static_cast<std::size_t>(stats_(metric::reserved_bytes, size_class::all).current);
+  const auto reserved =
+      static_cast<std::size_t>(stats_(metric::reserved_bytes, size_class::all).current);
+  return limit != 0 && more > limit - std::min(limit, reserved);
+}
+
+std::string caching_pool::limit_text(std::size_t more, const char* what) const {
+  return std::string(what) + " of " + std::to_string(more) +
+         " bytes would take the reserved bytes from " +
+         std::to_string(stats_(metric::reserved_bytes, size_class::all).current) +
+         " past the pool's limit of " + std::to_string(config_.limit_bytes) +
+         " bytes (limit_bytes); free memory or raise the limit";
+}
+
+block* caching_pool::grow_block(std::size_t block_bytes, std::size_t request) {
+  // The growth the request needs: what the free tail block of the growable segment lacks,
+  // rounded like a new segment; nullopt when there is no growable segment (any more).
+  auto needed = [&]() -> std::optional<std::pair<block*, std::size_t>> {
+    if (growable_ == 0) return std::nullopt;
+    block* last = segments_.at(growable_).first;
+    while (last->next) last = last->next;
+    const std::size_t have = last->allocated ? 0 : last->size;
+    const std::size_t r = config_.large_segment_rounding;
+    return std::pair{last, (block_bytes - have + r - 1) / r * r};
   };
-  auto over_limit = [&](std::size_t n) {
-    return limit != 0 && n > limit - std::min(limit, reserved());
-  };
+  auto need = needed();
+  if (!need) return nullptr;
+  if (over_limit(need->second)) {
+    release_free_segments(0);
+    need = needed();  // the growable segment itself may have been fully free and released
+    if (!need) return nullptr;
+    if (over_limit(need->second))
+      fail_out_of_memory(request, limit_text(need->second, "growing the expandable segment"));
+  }
+  segment& seg = segments_.at(growable_).seg;
+  const std::size_t before = seg.size;
+  bool grown = false;
+  try {
+    grown = upstream_.grow(seg, need->second);
+  } catch (const error& first) {
+    if (first.code() != errc::out_of_memory) throw;
+    if (release_free_segments(0) == 0)
+      fail_out_of_memory(request, std::string("the upstream has no memory to grow the "
+                                              "expandable segment (") +
+                                      first.what() + ") and this pool had no free segment to "
+                                                     "release");
+    ++stats_[counter::num_alloc_retries];
+    need = needed();
+    if (!need) return nullptr;  // it was released: the caller asks for a new segment
+    try {
+      grown = upstream_.grow(segments_.at(growable_).seg, need->second);
+    } catch (const error& second) {
+      if (second.code() != errc::out_of_memory) throw;
+      fail_out_of_memory(request, std::string("the upstream has no memory to grow the "
+                                              "expandable segment even after this pool "
+                                              "released its free segments (") +
+                                      second.what() + ")");
+    }
+  }
+  if (!grown) {
+    // Reservation exhausted (or the source cannot grow): the next new segment takes over.
+    growable_ = 0;
+    return nullptr;
+  }
+  ++stats_[counter::upstream_allocs];
+  const std::size_t extra = seg.size - before;
+  change(metric::reserved_bytes, size_class::large_pool, signed_size(extra));
+  block* tail = large_.extend_segment(need->first, extra);
+  return large_.take(tail, block_bytes);
+}
+
+segment caching_pool::obtain_segment(std::size_t segment_bytes, std::size_t request,
+                                     bool growable) {
   if (over_limit(segment_bytes)) {
     release_free_segments(0);
     if (over_limit(segment_bytes))
-      fail_out_of_memory(request, "a new segment of " + std::to_string(segment_bytes) +
-                                      " bytes would take the reserved bytes from " +
-                                      std::to_string(reserved()) + " past the pool's limit of " +
-                                      std::to_string(limit) +
-                                      " bytes (limit_bytes); free memory or raise the limit");
+      fail_out_of_memory(request, limit_text(segment_bytes, "a new segment"));
   }
 
+  auto ask = [&] {
+    return growable ? upstream_.allocate_growable(
+                          segment_bytes, std::max(segment_bytes, config_.expandable_reserve_bytes),
+                          binding_, kind_)
+                    : upstream_.allocate(segment_bytes, binding_, kind_);
+  };
   segment seg;
   try {
-    seg = upstream_.allocate(segment_bytes, binding_, kind_);
+    seg = ask();
   } catch (const error& first) {
     if (first.code() != errc::out_of_memory) throw;
     if (release_free_segments(0) == 0)
@@ -277,7 +352,7 @@ segment caching_pool::obtain_segment(std::size_t segment_bytes, std::size_t requ
                                       ") and this pool had no free segment to release");
     ++stats_[counter::num_alloc_retries];
     try {
-      seg = upstream_.allocate(segment_bytes, binding_, kind_);
+      seg = ask();
     } catch (const error& second) {
       if (second.code() != errc::out_of_memory) throw;
       fail_out_of_memory(request,
@@ -306,7 +381,8 @@ segment caching_pool::obtain_segment(std::size_t segment_bytes, std::size_t requ
     fail_out_of_memory(request, "the upstream rounded a segment of " +
                                     std::to_string(segment_bytes) + " bytes up to " +
                                     std::to_string(got) + ", past the pool's limit of " +
-                                    std::to_string(limit) + " bytes (limit_bytes)");
+                                    std::to_string(config_.limit_bytes) +
+                                    " bytes (limit_bytes)");
   }
   return seg;
 }
@@ -467,6 +543,7 @@ std::size_t caching_pool::release_free_segments(std::size_t keep_cached) {
     const segment seg = it->second.seg;
     list_of(c).remove_segment(b);
     segments_.erase(it);
+    if (address_of(seg.base) == growable_) growable_ = 0;
     upstream_.deallocate(seg);
     ++stats_[counter::upstream_frees];
     change(metric::reserved_bytes, c, -signed_size(seg.size));

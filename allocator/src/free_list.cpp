@@ -118,6 +118,24 @@ block* free_list::release(block* b) {
   return b;
 }
 
+block* free_list::extend_segment(block* last, std::size_t extra) {
+  assert(!last->next && extra > 0);
+  if (!last->allocated) {
+    erase_free(last);
+    last->size += extra;
+    insert_free(last);
+    return last;
+  }
+  block* tail = new_block();
+  tail->address = last->address + last->size;
+  tail->size = extra;
+  tail->segment_base = last->segment_base;
+  tail->prev = last;
+  last->next = tail;
+  insert_free(tail);
+  return tail;
+}
+
 std::vector<block*> free_list::free_segments() const {
   std::vector<block*> out;
   for (auto it = free_.rbegin(); it != free_.rend(); ++it)

@@ -30,9 +30,12 @@ void release(void* base, std::size_t size) noexcept {
   }
 }
 
-// Maps `size` bytes aligned to `align` by over-mapping and trimming the edges.
-void* map_aligned(std::size_t size, std::size_t align) {
-  auto* raw = static_cast<unsigned char*>(os::map_anonymous(size + align));
+// Maps `size` bytes aligned to `align` by over-mapping and trimming the edges: usable memory, or
+// only address space (PROT_NONE, for a growable segment's reservation).
+void* map_aligned(std::size_t size, std::size_t align, bool address_space_only) {
+  auto* raw = static_cast<unsigned char*>(address_space_only
+                                              ? os::reserve_address_space(size + align)
+                                              : os::map_anonymous(size + align));
   const auto addr = reinterpret_cast<std::uintptr_t>(raw);
   const std::size_t head = (align - addr % align) % align;
   const std::size_t tail = align - head;
@@ -45,6 +48,16 @@ void* map_aligned(std::size_t size, std::size_t align) {
     throw;
   }
   return raw + head;
+}
+
+constexpr std::size_t size_max = std::numeric_limits<std::size_t>::max();
+
+std::size_t rounded(std::size_t bytes) {
+  constexpr std::size_t g = host_numa_source::granularity;
+  if (bytes > size_max - 2 * g)
+    throw_error(errc::invalid_argument, "host NUMA source: size " + std::to_string(bytes) +
+                                            " overflows when rounded up to 2 MiB");
+  return (bytes + g - 1) / g * g;
 }
 
 }  // namespace
@@ -69,33 +82,70 @@ void host_numa_source::check_binding(const node_binding& where) const {
 }
 
 segment host_numa_source::allocate(std::size_t bytes, const node_binding& where, coherence kind) {
-  if (bytes == 0) throw_error(errc::invalid_argument, "host NUMA source: size 0 requested");
-  if (bytes > std::numeric_limits<std::size_t>::max() - 2 * granularity)
-    throw_error(errc::invalid_argument, "host NUMA source: size " + std::to_string(bytes) +
-                                            " overflows when rounded up to 2 MiB");
-  check_binding(where);
-  const std::size_t size = (bytes + granularity - 1) / granularity * granularity;
+  return allocate_growable(bytes, 0, where, kind);
+}
 
-  void* base = map_aligned(size, granularity);
-  segment s{base, size, where, kind, config_.huge_pages};
+segment host_numa_source::allocate_growable(std::size_t bytes, std::size_t reserve_bytes,
+                                            const node_binding& where, coherence kind) {
+  if (bytes == 0) throw_error(errc::invalid_argument, "host NUMA source: size 0 requested");
+  const std::size_t size = rounded(bytes);
+  const std::size_t reserve = std::max(size, rounded(reserve_bytes));
+  check_binding(where);
+
+  const bool growable = reserve > size;
+  void* base = map_aligned(reserve, granularity, growable);
+  segment s{base, size, where, kind, config_.huge_pages, growable ? reserve : 0};
   try {
-    try {
-      os::advise(base, size, config_.huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-    } catch (const error& e) {
-      // EINVAL: the kernel has no THP. The segment says so (huge_pages false) and so does the log.
-      if (!config_.huge_pages || e.code() != errc::invalid_argument) throw;
-      log().warn("host NUMA source: huge pages requested but unavailable ({})", e.what());
-      s.huge_pages = false;
-    }
-    os::bind(base, size, where, mbind_flags(where.mode));
-    populate(base, size, where);
+    if (growable) os::commit_fixed(base, size);
+    set_up(base, size, s);
   } catch (...) {
-    release(base, size);
+    release(base, reserve);
     throw;
   }
-  log().debug("host NUMA source: {} bytes at {} ({} {{{}}}, populate={})", size, base,
-              to_string(where.mode), format_node_set(where.nodes), to_string(config_.populate));
+  log().debug("host NUMA source: {} bytes at {} ({} {{{}}}, populate={}, reserved {})", size,
+              base, to_string(where.mode), format_node_set(where.nodes),
+              to_string(config_.populate), reserve);
   return s;
+}
+
+bool host_numa_source::grow(segment& s, std::size_t extra_bytes) {
+  if (s.reserved_size <= s.size) return false;
+  const std::size_t extra = rounded(extra_bytes);
+  if (extra > s.reserved_size - s.size) return false;
+  if (extra == 0) return true;
+  void* at = static_cast<unsigned char*>(s.base) + s.size;
+  // The same steps as for the first part (Note [Order of the calls]) on the new range only;
+  // commit_fixed replaces a range an adaptor committed before and forgot.
+  os::commit_fixed(at, extra);
+  segment probe = s;
+  try {
+    set_up(at, extra, probe);
+  } catch (...) {
+    try {
+      os::decommit_fixed(at, extra);
+    } catch (const error& e) {
+      log().error("host NUMA source: {}", e.what());
+    }
+    throw;
+  }
+  s.size += extra;
+  log().debug("host NUMA source: grew the segment at {} by {} bytes to {}", s.base, extra, s.size);
+  return true;
+}
+
+// THP advice, binding and population of [base, base + size), a range of segment `s` (step 2-4
+// of Note [Order of the calls]). Clears s.huge_pages when the kernel has no THP.
+void host_numa_source::set_up(void* base, std::size_t size, segment& s) const {
+  try {
+    os::advise(base, size, s.huge_pages ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  } catch (const error& e) {
+    // EINVAL: the kernel has no THP. The segment says so (huge_pages false) and so does the log.
+    if (!s.huge_pages || e.code() != errc::invalid_argument) throw;
+    log().warn("host NUMA source: huge pages requested but unavailable ({})", e.what());
+    s.huge_pages = false;
+  }
+  os::bind(base, size, s.binding, mbind_flags(s.binding.mode));
+  populate(base, size, s.binding);
 }
 
 void host_numa_source::populate(void* base, std::size_t size, const node_binding& where) const {
@@ -115,7 +165,9 @@ void host_numa_source::populate(void* base, std::size_t size, const node_binding
   }
 }
 
-void host_numa_source::deallocate(const segment& s) noexcept { release(s.base, s.size); }
+void host_numa_source::deallocate(const segment& s) noexcept {
+  release(s.base, std::max(s.size, s.reserved_size));
+}
 
 std::string host_numa_source::describe() const {
   std::string d = std::string("host NUMA memory (mmap+mbind, THP ") +

@@ -113,6 +113,31 @@ void* map_anonymous(std::size_t bytes) {
   return p;
 }
 
+void* reserve_address_space(std::size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    fail("mmap(len=" + std::to_string(bytes) +
+             ", PROT_NONE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE)",
+         errno);
+  return p;
+}
+
+void commit_fixed(void* p, std::size_t bytes) {
+  if (::mmap(p, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+      MAP_FAILED)
+    fail("mmap(addr=" + hex(p) + ", len=" + std::to_string(bytes) +
+             ", PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED)",
+         errno);
+}
+
+void decommit_fixed(void* p, std::size_t bytes) {
+  if (::mmap(p, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+             0) == MAP_FAILED)
+    fail("mmap(addr=" + hex(p) + ", len=" + std::to_string(bytes) +
+             ", PROT_NONE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE|MAP_FIXED)",
+         errno);
+}
+
 void unmap(void* p, std::size_t bytes) {
   if (::munmap(p, bytes) != 0)
     fail("munmap(addr=" + hex(p) + ", len=" + std::to_string(bytes) + ")", errno);

@@ -56,9 +56,13 @@ int main(int argc, char** argv) {
                  "pool_config::small_threshold");
   app.add_option("--small-segment", options.pool.small_segment_size,
                  "pool_config::small_segment_size");
+  bool no_expandable = false;
+  app.add_flag("--no-expandable", no_expandable,
+               "pool_config::expandable_segments = false: a new segment per large miss");
   app.add_option("--label", label, "the allocator's name in the report (e.g. umem+patch)");
   app.add_flag("--skip-missing", skip_missing, "exit 77 (skipped) when a trace is missing");
   CLI11_PARSE(app, argc, argv);
+  options.pool.expandable_segments = !no_expandable;
   if (quick) {
     options.passes = 1;
     options.check_stride = std::size_t{1} << 20;

@@ -1,8 +1,11 @@
 // Test double of umem::alloc::upstream_source: plain aligned host memory (no mmap, no NUMA, no
 // GPU), a settable capacity to simulate exhaustion, and a record of every call so tests can check
-// what the pool asked for and that it returned exactly what it got.
+// what the pool asked for and that it returned exactly what it got. With set_growable() it also
+// hands out growable segments (segment.hpp, Note [Growable segments]): the whole reservation is
+// allocated up front, and grow() only moves the segment's end (checked against the capacity).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <map>
@@ -46,6 +49,59 @@ class fake_upstream final : public upstream_source {
     return segment{p, size, where, kind, false};
   }
 
+  segment allocate_growable(std::size_t bytes, std::size_t reserve_bytes,
+                            const node_binding& where, coherence kind) override {
+    std::size_t reserve = 0;
+    {
+      std::lock_guard lock(mutex_);
+      ++allocate_growable_calls_;
+      reserve = std::min(reserve_bytes, max_reserve_);
+    }
+    if (reserve == 0) return allocate(bytes, where, kind);
+    const std::size_t size = (bytes + granularity_ - 1) / granularity_ * granularity_;
+    if (reserve <= size) return allocate(bytes, where, kind);
+    std::lock_guard lock(mutex_);
+    ++allocate_calls_;
+    last_binding_ = where;
+    last_kind_ = kind;
+    if (capacity_ != 0 && outstanding_ + size > capacity_) {
+      ++failed_calls_;
+      throw error(errc::out_of_memory, "fake_upstream: " + std::to_string(size) +
+                                           " bytes requested, " +
+                                           std::to_string(capacity_ - outstanding_) + " left");
+    }
+    // The whole reservation is host memory from the start (untouched pages cost nothing), but
+    // only `size` of it counts as outstanding.
+    void* p = std::aligned_alloc(alignment_, (reserve + alignment_ - 1) / alignment_ * alignment_);
+    if (!p) throw error(errc::out_of_memory, "fake_upstream: host malloc failed");
+    live_[p] = size;
+    outstanding_ += size;
+    return segment{p, size, where, kind, false, reserve};
+  }
+
+  bool grow(segment& s, std::size_t extra_bytes) override {
+    std::lock_guard lock(mutex_);
+    ++grow_calls_;
+    const auto it = live_.find(s.base);
+    if (it == live_.end() || it->second != s.size) {
+      ++bad_grows_;
+      return false;
+    }
+    const std::size_t extra = (extra_bytes + granularity_ - 1) / granularity_ * granularity_;
+    if (s.reserved_size < s.size || extra > s.reserved_size - s.size) return false;
+    if (capacity_ != 0 && outstanding_ + extra > capacity_) {
+      ++failed_calls_;
+      throw error(errc::out_of_memory, "fake_upstream: growth by " + std::to_string(extra) +
+                                           " bytes, " + std::to_string(capacity_ - outstanding_) +
+                                           " left");
+    }
+    it->second += extra;
+    outstanding_ += extra;
+    s.size += extra;
+    ++grown_calls_;
+    return true;
+  }
+
   void deallocate(const segment& s) noexcept override {
     std::lock_guard lock(mutex_);
     ++deallocate_calls_;
@@ -60,6 +116,17 @@ class fake_upstream final : public upstream_source {
   }
 
   std::string describe() const override { return "fake upstream (aligned host memory)"; }
+
+  // Growable segments reserve at most `max_reserve` bytes (0: none, the default: allocate_growable
+  // is allocate and grow() answers false, like a source that cannot grow).
+  void set_growable(std::size_t max_reserve) {
+    std::lock_guard lock(mutex_);
+    max_reserve_ = max_reserve;
+  }
+  std::size_t allocate_growable_calls() const { return read(allocate_growable_calls_); }
+  std::size_t grow_calls() const { return read(grow_calls_); }
+  std::size_t grown_calls() const { return read(grown_calls_); }
+  std::size_t bad_grows() const { return read(bad_grows_); }
 
   void set_capacity(std::size_t bytes) {
     std::lock_guard lock(mutex_);
@@ -99,6 +166,11 @@ class fake_upstream final : public upstream_source {
   std::size_t deallocate_calls_ = 0;
   std::size_t failed_calls_ = 0;
   std::size_t bad_deallocates_ = 0;
+  std::size_t max_reserve_ = 0;
+  std::size_t allocate_growable_calls_ = 0;
+  std::size_t grow_calls_ = 0;   // every call
+  std::size_t grown_calls_ = 0;  // calls that grew
+  std::size_t bad_grows_ = 0;    // of a segment not handed out, or with another size
   node_binding last_binding_;
   coherence last_kind_ = coherence::unknown;
 };

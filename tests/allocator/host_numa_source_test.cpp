@@ -226,3 +226,75 @@ TEST(host_numa_source, describe_says_what_it_does) {
 }
 
 }  // namespace
+
+namespace {
+
+// Note [Growable segments]: the grown range is committed, advised and bound like the first part.
+TEST(host_numa_source, a_growable_segment_grows_in_place_bound_like_its_first_part) {
+  host_numa_source src(host_source_config{false, populate_mode::touch});
+  segment s = src.allocate_growable(2 * mib, 8 * mib, bind0, umem::coherence::fine);
+  segment_guard g{src, s};
+  EXPECT_EQ(s.size, 2 * mib);
+  EXPECT_EQ(s.reserved_size, 8 * mib);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(s.base) % (2 * mib), 0u);
+  const char* base = static_cast<const char*>(s.base);
+  // Not yet committed: reserved address space without the segment's policy.
+  EXPECT_EQ(policy_at(base + 2 * mib).mode, MPOL_DEFAULT);
+
+  ASSERT_TRUE(src.grow(s, 3 * mib));  // rounded up to 4 MiB
+  EXPECT_EQ(s.size, 6 * mib);
+  for (const char* p : {base + 2 * mib, base + 6 * mib - 1}) {
+    EXPECT_EQ(policy_at(p).mode, MPOL_BIND);
+    EXPECT_EQ(policy_at(p).mask, 1ul);
+  }
+  // Populated (touch) on node 0, like the first part.
+  for (int st : page_status(base + 2 * mib, 4 * mib)) ASSERT_EQ(st, 0);
+  EXPECT_NE(vm_flags_of(base + 2 * mib).find(" wr "), std::string::npos);
+  EXPECT_NE(vm_flags_of(base + 2 * mib).find(" nh "), std::string::npos);
+  std::memset(const_cast<char*>(base) + 2 * mib, 0x5a, 4 * mib);  // writable
+
+  EXPECT_FALSE(src.grow(s, 4 * mib));  // 2 MiB left in the reservation
+  EXPECT_EQ(s.size, 6 * mib);
+  ASSERT_TRUE(src.grow(s, 2 * mib));
+  EXPECT_EQ(s.size, 8 * mib);
+  EXPECT_FALSE(src.grow(s, 1));
+  g.s = s;
+}
+
+TEST(host_numa_source, growth_keeps_interleave_and_huge_page_advice) {
+  host_numa_source src;  // THP on, no population
+  segment s = src.allocate_growable(2 * mib, 8 * mib, {bind_mode::interleave, {0}},
+                                    umem::coherence::fine);
+  segment_guard g{src, s};
+  ASSERT_TRUE(src.grow(s, 2 * mib));
+  g.s = s;
+  const char* grown = static_cast<const char*>(s.base) + 2 * mib;
+  EXPECT_EQ(policy_at(grown).mode, MPOL_INTERLEAVE);
+  EXPECT_NE(vm_flags_of(grown).find(" hg "), std::string::npos) << vm_flags_of(grown);
+}
+
+TEST(host_numa_source, a_reservation_no_larger_than_the_size_is_a_plain_segment) {
+  host_numa_source src;
+  segment s = src.allocate_growable(4 * mib, 2 * mib, bind0, umem::coherence::fine);
+  segment_guard g{src, s};
+  EXPECT_EQ(s.reserved_size, 0u);
+  EXPECT_FALSE(src.grow(s, 2 * mib));
+  EXPECT_EQ(s.size, 4 * mib);
+  segment plain = src.allocate(2 * mib, bind0, umem::coherence::fine);
+  EXPECT_FALSE(src.grow(plain, 2 * mib));
+  src.deallocate(plain);
+}
+
+TEST(host_numa_source, deallocate_of_a_grown_segment_unmaps_the_whole_reservation) {
+  host_numa_source src(host_source_config{true, populate_mode::touch});
+  segment s = src.allocate_growable(2 * mib, 8 * mib, bind0, umem::coherence::fine);
+  ASSERT_TRUE(src.grow(s, 2 * mib));
+  src.deallocate(s);
+  unsigned char vec[1];
+  for (std::size_t off : {std::size_t{0}, 2 * mib, 6 * mib}) {  // first part, growth, reserved
+    EXPECT_EQ(mincore(static_cast<char*>(s.base) + off, 4096, vec), -1) << off;
+    EXPECT_EQ(errno, ENOMEM) << off;
+  }
+}
+
+}  // namespace

@@ -68,10 +68,11 @@ for t in $traces; do
     $pin "$umem_bin" "$t" 2>&1 | tee "$logs/umem-$name.log"
     grep '^result,' "$logs/umem-$name.log" >> "$results"
   fi
-  if [ -x "$umem_bin-patched" ]; then
-    echo "== $name: umem caching pool with bench/trace_replay/pool-change.patch"
-    $pin "$umem_bin-patched" --label umem+patch "$t" 2>&1 | tee "$logs/umem-patched-$name.log"
-    grep '^result,' "$logs/umem-patched-$name.log" >> "$results"
+  if [ -x "$umem_bin" ]; then
+    echo "== $name: umem caching pool without expandable segments (a new segment per miss)"
+    $pin "$umem_bin" --no-expandable --label umem-no-expandable "$t" 2>&1 |
+      tee "$logs/umem-noexp-$name.log"
+    grep '^result,' "$logs/umem-noexp-$name.log" >> "$results"
   fi
 done
 

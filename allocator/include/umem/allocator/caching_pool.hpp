@@ -5,10 +5,30 @@
 // Note [Small and large blocks]
 // Requests whose rounded size is below small_threshold are carved from small_segment_size
 // segments ("small pool"); larger ones take the best-fitting free block of the large pool
-// (splitting it), else a new segment of the request rounded up to large_segment_rounding. The two
+// (splitting it), else grow the expandable segment (Note [Expandable segments]) or take a new
+// segment of the request rounded up to large_segment_rounding. The two
 // never share a segment: small, short-lived blocks scattered through big segments would keep
 // those segments from ever becoming fully free, so they could never be trimmed. For the same
 // reason a large block is only split when the remainder is itself large (>= small_threshold).
+//
+// Note [Expandable segments]
+// With pool_config::expandable_segments (the default), the large pool asks the upstream for its
+// segments with allocate_growable(), reserving expandable_reserve_bytes of address space, and
+// remembers the newest growable one. A large request that no free block fits then grows that
+// segment in place (upstream_source::grow, Note [Growable segments] in segment.hpp) by what its
+// free tail block lacks, rounded up to large_segment_rounding, instead of taking a new segment:
+// the tail merges with the growth, so memory cached at the end of the segment is never stranded
+// next to a new segment that is a little larger (what made the cache 12 % larger than the peak
+// in use on real training traces, docs/trace-replay.md). When the upstream refuses the growth
+// (it cannot grow, or the reservation is exhausted) the pool falls back to a new segment, which
+// becomes the growable one if it is. A growth is checked against limit_bytes and retried after
+// the upstream runs out exactly like a new segment (Note [Running out]), counts as one
+// upstream_allocs and adds to reserved_bytes but not to the segment gauge. A grown segment is
+// one segment everywhere (owns(), snapshot(), trim()): it goes back to the upstream whole when
+// it is entirely free; its free tail is not given back on its own. The default is on because it
+// costs nothing with a source that cannot grow (the calls fall back to allocate()); turn it off
+// for a source whose growth is much more expensive than a new segment. The small pool never
+// grows: its segments are small_segment_size each.
 //
 // Note [Running out]
 // Before asking the upstream for a segment that would take reserved bytes past limit_bytes, the
@@ -66,13 +86,19 @@ struct pool_config {
   std::size_t max_cached_bytes = 0;  // reserved - allocated kept after a free; 0 = unlimited
   std::size_t limit_bytes = 0;       // most reserved bytes of this pool; 0 = no limit
   std::size_t thread_cache_bytes = 0;  // most bytes each thread caches (Note [Fast path]); 0 = off
+  // Large misses grow one segment in place (Note [Expandable segments]).
+  bool expandable_segments = true;
+  // Address space reserved for each growable segment (a multiple of the alignment); reserving
+  // costs no memory. A request larger than this reserves its own size.
+  std::size_t expandable_reserve_bytes = std::size_t{256} << 30;
 };
 
 class caching_pool {
  public:
   // Throws umem::error(invalid_argument) for an inconsistent config: alignment not a power of
-  // two; small_threshold, small_segment_size or large_segment_rounding zero or not a multiple of
-  // alignment; small_segment_size < small_threshold. `global`, when given, receives every change
+  // two; small_threshold, small_segment_size, large_segment_rounding or (when expandable)
+  // expandable_reserve_bytes zero or not a multiple of alignment; small_segment_size <
+  // small_threshold. `global`, when given, receives every change
   // of a current value (Note [Merged peaks] in pool_stats.hpp).
   caching_pool(upstream_source& upstream, node_binding binding, coherence kind,
                pool_config config = {}, global_peak_tracker* global = nullptr);
@@ -164,7 +190,10 @@ class caching_pool {
   void change(metric m, size_class c, std::int64_t delta);
   block* new_segment_block(std::size_t block_bytes, std::size_t segment_bytes, size_class c,
                            std::size_t request);
-  segment obtain_segment(std::size_t segment_bytes, std::size_t request);
+  segment obtain_segment(std::size_t segment_bytes, std::size_t request, bool growable);
+  block* grow_block(std::size_t block_bytes, std::size_t request);
+  bool over_limit(std::size_t more) const;
+  std::string limit_text(std::size_t more, const char* what) const;
   std::size_t release_free_segments(std::size_t keep_cached);
   std::size_t cached_bytes() const;
   void release_live(live_map::iterator it);
@@ -183,6 +212,7 @@ class caching_pool {
   free_list small_;
   free_list large_;
   std::map<std::uintptr_t, segment_record> segments_;  // by base address
+  std::uintptr_t growable_ = 0;  // base of the large segment that grows; 0: none
   live_map live_;  // allocated blocks by address
   // Hash nodes of live_ kept after an erase for the next allocation (no heap call per block).
   std::vector<live_map::node_type> spare_live_;

@@ -7,7 +7,9 @@
 // its own mbind policy (possibly another NUMA node) and its own GPU registration (SVM attributes
 // or a lock to one CPU agent's pool). A block spanning both would have two bindings and could not
 // be returned to the upstream as one range. So a block's neighbours (prev/next) are only blocks
-// of the same segment, and coalescing stops at the segment's edges.
+// of the same segment, and coalescing stops at the segment's edges. A segment that grows in
+// place (extend_segment) is still one segment: the grown range is part of the same reservation
+// with the same binding and is returned with it, so blocks may span it.
 //
 // Contract: not thread-safe (the owning caching_pool locks around it). The free_list owns its
 // block records; a block* stays valid until release() merges it into its lower neighbour or
@@ -74,6 +76,11 @@ class free_list {
   // Marks the allocated block `b` free and merges it with free neighbours of its segment.
   // Returns the resulting free block (b or its lower neighbour; b is then no longer valid).
   block* release(block* b);
+
+  // The segment whose last block is `last` (last->next == nullptr) grew by `extra` bytes at its
+  // end: a free `last` absorbs them, otherwise they become a new free block after it. Returns
+  // the free block that ends the segment now.
+  block* extend_segment(block* last, std::size_t extra);
 
   // True when `b` is free and spans its whole segment (no neighbours).
   static bool is_free_segment(const block* b) { return !b->allocated && !b->prev && !b->next; }

@@ -18,6 +18,14 @@
 //      back the range as an error (out_of_memory) instead of a SIGBUS or the OOM killer.
 // Any failure unmaps what was mapped before throwing, so nothing leaks.
 //
+// Growable segments (segment.hpp, Note [Growable segments]): allocate_growable() reserves the
+// whole range as address space (PROT_NONE, MAP_NORESERVE: neither backed nor charged), 2 MiB
+// aligned, and commits the first part with mmap(MAP_FIXED, PROT_READ|PROT_WRITE) inside it, so
+// it is charged and zeroed exactly like a plain segment; steps 2-4 then run on that part. grow()
+// commits the next range the same way and runs steps 2-4 on it with the segment's binding and
+// huge-page setting (so get_mempolicy on a grown page answers the segment's policy); if a step
+// fails the range goes back to reserved address space. deallocate() unmaps the reservation.
+//
 // Thread-safe: the source keeps no mutable state.
 #pragma once
 
@@ -48,7 +56,15 @@ class host_numa_source final : public upstream_source {
   // population cannot get the memory. `kind` is recorded in the segment only: host memory is the
   // same for every coherence, the GPU side (gpu_mapper) makes the difference.
   segment allocate(std::size_t bytes, const node_binding& where, coherence kind) override;
-  // munmap; a failure is logged, never thrown.
+  // The same, inside a reservation of `reserve_bytes` rounded up to 2 MiB (growable when that is
+  // more than the segment's size; otherwise exactly allocate()).
+  segment allocate_growable(std::size_t bytes, std::size_t reserve_bytes,
+                            const node_binding& where, coherence kind) override;
+  // Commits, advises, binds and populates the next `extra_bytes` rounded up to 2 MiB of the
+  // reservation. False when the segment is not growable or the reservation has too little left;
+  // out_of_memory as allocate().
+  bool grow(segment& s, std::size_t extra_bytes) override;
+  // munmap of the whole reservation; a failure is logged, never thrown.
   void deallocate(const segment& s) noexcept override;
   // "host NUMA memory (mmap+mbind, THP on)", plus ", populate=touch" when populating.
   std::string describe() const override;
@@ -58,6 +74,7 @@ class host_numa_source final : public upstream_source {
  private:
   void check_binding(const node_binding& where) const;
   void populate(void* base, std::size_t size, const node_binding& where) const;
+  void set_up(void* base, std::size_t size, segment& s) const;
 
   host_source_config config_;
   std::vector<int> nodes_;  // allowed NUMA nodes, ascending

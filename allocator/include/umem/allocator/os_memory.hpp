@@ -27,6 +27,16 @@ std::size_t page_size();
 void* map_anonymous(std::size_t bytes);
 void unmap(void* p, std::size_t bytes);
 
+// mmap(PROT_NONE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE): address space only, never backed
+// and not charged to the commit limit, for growable segments (segment.hpp).
+void* reserve_address_space(std::size_t bytes);
+// mmap(p, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED) over [p, p+bytes) of a
+// reservation this process owns: makes it usable exactly like map_anonymous() memory (fresh
+// zero pages, default policy, charged like map_anonymous()). Replaces whatever was there.
+void commit_fixed(void* p, std::size_t bytes);
+// Returns [p, p+bytes) to the reserved state of reserve_address_space() (pages freed).
+void decommit_fixed(void* p, std::size_t bytes);
+
 // mbind(p, bytes) with `b`'s mode and node set; `flags` are MPOL_MF_* bits. `p` page-aligned.
 void bind(void* p, std::size_t bytes, const node_binding& b, unsigned flags);
 

@@ -43,7 +43,9 @@ inline constexpr std::size_t size_class_count = 3;
 // Event counters.
 //  num_alloc_retries: allocations that trimmed the cache and retried after the upstream ran out
 //  num_ooms:          allocations that failed with out_of_memory (upstream or limit_bytes)
-//  upstream_allocs / upstream_frees: segments requested from / returned to the upstream
+//  upstream_allocs / upstream_frees: segments requested from / returned to the upstream; a
+//                   growth of an expandable segment counts as one upstream_allocs (an upstream
+//                   call that obtains memory, like the CCA's cuMemMap of a growth)
 //  cache_hits:        allocations served without an upstream call
 //  spills:            allocations the allocator placed on another node (set by the allocator)
 enum class counter : std::size_t {

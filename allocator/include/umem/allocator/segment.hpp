@@ -4,6 +4,19 @@
 // Sources sit at the bottom (host_numa_source: mmap + mbind), adaptors wrap them
 // (gpu_visible_source: also makes the range GPU-accessible through a gpu_mapper), and the caching
 // pool sits on top. allocator.cpp is the one place where they are put together.
+//
+// Note [Growable segments]
+// A source may hand out a segment that sits at the start of a larger reservation of address
+// space (allocate_growable) and later commit more of that reservation right after the segment's
+// end (grow), so the segment grows in place: its base stays, its size increases, and the caching
+// pool can merge a free block at the segment's end with the new range (Note [Expandable segments]
+// in caching_pool.hpp; PyTorch's expandable_segments has the same idea). The grown range gets
+// the segment's binding, coherence kind and huge-page advice. A segment is growable when
+// reserved_size > size; deallocate() of a growable or grown segment releases the whole
+// reservation. Sources that cannot grow keep the defaults: allocate_growable() is allocate()
+// and grow() answers false, so callers fall back to new segments. Adaptors forward both calls
+// (limiting_source charges a growth like a new segment; gpu_visible_source maps each grown piece
+// and unmaps every piece at deallocate).
 #pragma once
 
 #include <cstddef>
@@ -20,6 +33,8 @@ struct segment {
   node_binding binding;          // what it was bound to
   coherence kind = coherence::fine;
   bool huge_pages = false;       // MADV_HUGEPAGE was applied
+  // Address space reserved at base for grow(), >= size; 0: not growable (Note [Growable segments]).
+  std::size_t reserved_size = 0;
 };
 
 // Contract: allocate() returns a segment of at least `bytes` (rounded up to the source's
@@ -31,6 +46,27 @@ class upstream_source {
   virtual segment allocate(std::size_t bytes, const node_binding& where, coherence kind) = 0;
   virtual void deallocate(const segment& s) noexcept = 0;
   virtual std::string describe() const = 0;
+
+  // Like allocate(), asking for a segment that can later grow in place up to `reserve_bytes`
+  // (>= bytes; Note [Growable segments]). The result is growable only if its reserved_size >
+  // size; the default, for sources that cannot grow, is allocate(bytes, where, kind).
+  virtual segment allocate_growable(std::size_t bytes, std::size_t reserve_bytes,
+                                    const node_binding& where, coherence kind) {
+    (void)reserve_bytes;
+    return allocate(bytes, where, kind);
+  }
+  // Commits [s.base + s.size, s.base + s.size + extra_bytes rounded up to the source's
+  // granularity) with s's binding and kind and adds it to s.size. Returns false, changing
+  // nothing, when `s` cannot grow that far (not growable, or its reservation is exhausted);
+  // throws umem::error(out_of_memory) when the memory is not there, leaving `s` unchanged. Must
+  // tolerate that range being committed already (a growth an adaptor could not complete and
+  // forgot). `s` must be a segment of this source (as the caller last saw it). The default
+  // answers false.
+  virtual bool grow(segment& s, std::size_t extra_bytes) {
+    (void)s;
+    (void)extra_bytes;
+    return false;
+  }
 };
 
 }  // namespace umem::alloc
