@@ -40,7 +40,9 @@ void mmap_mbind_contender::deallocate(void* p, std::size_t n) { munmap(p, n); }
 contender_set::contender_set(int node)
     : node_(node),
       allocator_(std::make_unique<alloc::allocator>(
-          alloc::parse_alloc_conf("policy:node:" + std::to_string(node)))),
+          // UMEM_ALLOC_CONF applies (e.g. thread_cache:0 to compare), then the node.
+          alloc::parse_alloc_conf("policy:node:" + std::to_string(node),
+                                  alloc::options_from_environment()))),
       pool_(std::make_unique<alloc::caching_pool>(
           pool_source_, alloc::node_binding{alloc::bind_mode::bind, {node}}, coherence::fine)) {
   if (hwloc_topology_init(&topology_) != 0 || hwloc_topology_load(topology_) != 0)

@@ -35,8 +35,8 @@ struct umem_contender {
   void deallocate(void* p, std::size_t) { a->deallocate(p); }
 };
 
-// umem's caching_pool alone, without the allocator's front end (placement resolution, pool
-// lookup, owner search). Diagnostic only: it shows where the allocator's time goes.
+// umem's caching_pool alone with thread caches off (pool_config's default): every call takes the
+// pool's lock. Diagnostic only: it shows what the thread caches save.
 struct umem_pool_contender {
   alloc::caching_pool* pool;
   void* allocate(std::size_t n) { return pool->allocate(n); }

@@ -144,7 +144,7 @@ constexpr std::size_t large_threshold = 64 * 1024;
 
 const std::vector<std::pair<std::string, std::string>> contenders = {
     {"umem", "umem"},
-    {"umem_pool", "umem pool only*"},
+    {"umem_pool", "umem locked path*"},
     {"glibc", "glibc malloc"},
     {"jemalloc", "jemalloc"},
     {"mimalloc", "mimalloc"},
@@ -418,8 +418,9 @@ std::string document(const results& r, const std::string& command, const std::st
     << "- 2 threads = both cores of this machine; every thread uses the same allocator (for "
        "umem: the same node-0 pool).\n"
     << "- Ratios in parentheses: contender time / umem time; above 1x umem is faster.\n"
-    << "- *umem pool only: umem's caching_pool called directly, without the allocator front "
-       "end (placement, pool lookup, owner search); for diagnosis, not a target.\n\n"
+    << "- *umem locked path: umem's caching_pool called directly with thread caches off, so "
+       "every call takes the pool's lock (what umem costs without Note [Fast path]: a thread's "
+       "first use of a size, frees on another thread); for diagnosis, not a target.\n\n"
     << "## Targets (issue 3)\n\n" << rep.targets()
     << "\n## alloc+free of one size, 1 thread\n\n" << rep.single_table(1)
     << "\n## alloc+free of one size, 2 threads\n\n" << rep.single_table(2)

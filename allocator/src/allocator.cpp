@@ -62,9 +62,11 @@ byte_limits to_byte_limits(const resolved_limits& r) {
 // Note [Fast front end]
 // allocate() with the configured placement and coherence (the common call) resolves them once:
 // the resolved placement and its pool are kept as a route, one for a fixed policy and one per
-// calling node for `local`, read without locks. deallocate() finds the owning pool through an
-// append-only list of pools (pools live as long as the allocator), read without locks, and frees
-// in the same pool lock that decides ownership. With one pool, no global_peak_tracker is fed: that
+// calling node for `local`, read without locks, and first asks the pool's thread cache
+// (caching_pool.hpp, Note [Fast path]). deallocate() offers the pointer to the calling thread's
+// cache of each pool, then finds the owning pool through an append-only list of pools (pools live
+// as long as the allocator), read without locks, and frees in the same pool lock that decides
+// ownership. With one pool, no global_peak_tracker is fed: that
 // pool's peaks are the total's (Note [Merged peaks]); the second pool attaches the first.
 struct allocator::impl {
   struct route {
