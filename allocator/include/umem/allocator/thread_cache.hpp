@@ -58,6 +58,13 @@ struct thread_cache_totals {
 class thread_cache {
  public:
   static constexpr std::size_t slots_per_bin = 8;
+  // Bins of blocks above 1 MiB hold one: a thread reusing a big size needs one, and big blocks of
+  // many sizes held per thread keep the pool from reusing or merging them (more growth, and first
+  // touches of fresh memory, in mixes of large sizes).
+  static constexpr std::size_t big_bin_first = 8 + (20 - 11) * 8;  // bin_of(1 MiB + 1)
+  static constexpr std::uint32_t slots_of(std::size_t bin) {
+    return bin >= big_bin_first ? 1 : slots_per_bin;
+  }
   static constexpr std::size_t largest_cached = std::size_t{64} << 20;
   static constexpr std::size_t table_entries = 256;
 
@@ -215,7 +222,7 @@ inline bool thread_cache::put(const void* p) {
   if (size > largest_cached) return false;
   bin& bn = bins_[mine.bin];
   const auto held = held_ - stolen_bytes_.load(std::memory_order_relaxed);
-  if (bn.count == slots_per_bin ||
+  if (bn.count == slots_of(mine.bin) ||
       held + static_cast<std::int64_t>(size) > static_cast<std::int64_t>(capacity_))
     return false;
   const owner_section section(*this);
