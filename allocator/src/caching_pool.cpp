@@ -198,6 +198,7 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size
     list.take(b, rounded);
     ++stats_[counter::cache_hits];
   } else {
+    if (c == size_class::large_pool) make_room();
     b = new_segment_block(rounded, segment_bytes, c, bytes);
   }
   try {
@@ -213,6 +214,22 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size
   } catch (...) {
     list.release(b);
     throw;
+  }
+  if (decommitted_bytes_ != 0 && c == size_class::large_pool) {
+    // Note [Decommitted pages]: granules of this block given back earlier count again.
+    segment_record& rec = segments_.at(b->segment_base);
+    const std::size_t g = config_.large_segment_rounding;
+    const std::uintptr_t begin = b->address / g * g;
+    const std::uintptr_t end = (b->address + b->size + g - 1) / g * g;
+    if (const std::size_t more = recommit_bytes(rec, begin, end); more != 0) {
+      make_room();
+      if (over_limit(more)) {
+        live_.erase(b->address);
+        list.release(b);
+        fail_out_of_memory(bytes, limit_text(more, "reusing given-back pages"));
+      }
+      recommit(rec, begin, end);
+    }
   }
   b->requested = bytes;
   b->live_requested.store(bytes, std::memory_order_relaxed);
@@ -233,7 +250,7 @@ block* caching_pool::new_segment_block(std::size_t block_bytes, std::size_t segm
   const std::uintptr_t base = address_of(seg.base);
   free_list& list = list_of(c);
   try {
-    const auto [it, inserted] = segments_.emplace(base, segment_record{seg, nullptr, c});
+    const auto [it, inserted] = segments_.emplace(base, segment_record{seg, nullptr, c, {}});
     if (!inserted)
       throw_error(errc::internal, "umem pool " + describe() + ": the upstream (" +
                                       upstream_.describe() +
@@ -464,8 +481,109 @@ void caching_pool::return_to_list(live_map::iterator it) {
   change(metric::allocated_bytes, lb.pool, -signed_size(size));
   change(metric::requested_bytes, lb.pool, -signed_size(requested));
   change(metric::allocation, lb.pool, -1);
+  keep_cache_under_limit();
+}
+
+void caching_pool::keep_cache_under_limit() {
   if (config_.max_cached_bytes != 0 && cached_bytes() > config_.max_cached_bytes)
     release_free_segments(config_.max_cached_bytes);
+}
+
+void caching_pool::make_room() {
+  const std::size_t keep = config_.max_cached_bytes;
+  if (keep != 0 && !decommit_refused_ && cached_bytes() > keep) decommit_free_pages(keep);
+}
+
+std::size_t caching_pool::decommit_free_pages(std::size_t keep_cached) {
+  const std::uintptr_t g = config_.large_segment_rounding;
+  struct span {
+    segment_record* rec;
+    std::uintptr_t begin, end;
+  };
+  std::vector<span> spans;  // whole granules inside free large blocks, not yet decommitted
+  for (auto& [base, rec] : segments_) {
+    if (rec.pool != size_class::large_pool) continue;
+    for (const block* b = rec.first; b; b = b->next) {
+      if (b->allocated) continue;
+      std::uintptr_t at = (b->address + g - 1) / g * g;
+      const std::uintptr_t end = (b->address + b->size) / g * g;
+      auto d = rec.decommitted.upper_bound(at);
+      if (d != rec.decommitted.begin() && std::prev(d)->second > at) at = std::prev(d)->second;
+      while (at < end) {
+        const std::uintptr_t stop = d != rec.decommitted.end() ? std::min(end, d->first) : end;
+        if (stop > at) spans.push_back({&rec, at, stop});
+        if (d == rec.decommitted.end() || d->first >= end) break;
+        at = d->second;
+        ++d;
+      }
+    }
+  }
+  std::stable_sort(spans.begin(), spans.end(), [](const span& x, const span& y) {
+    return x.end - x.begin > y.end - y.begin;
+  });
+  std::size_t released = 0;
+  for (const span& s : spans) {
+    if (cached_bytes() <= keep_cached) break;
+    const std::size_t bytes = s.end - s.begin;
+    try {
+      if (!upstream_.decommit(s.rec->seg, reinterpret_cast<void*>(s.begin), bytes)) {
+        decommit_refused_ = true;
+        log().debug("umem pool {}: the upstream ({}) cannot give back pages; not asked again",
+                    describe(), upstream_.describe());
+        break;
+      }
+    } catch (const error& e) {
+      log().warn("umem pool {}: giving back {} bytes of free pages failed: {}", describe(), bytes,
+                 e.what());
+      break;
+    }
+    auto& d = s.rec->decommitted;
+    std::uintptr_t begin = s.begin;
+    std::uintptr_t end = s.end;
+    if (auto next = d.find(end); next != d.end()) {  // merge with neighbours: never adjacent
+      end = next->second;
+      d.erase(next);
+    }
+    if (auto it = d.lower_bound(begin); it != d.begin() && std::prev(it)->second == begin) {
+      std::prev(it)->second = end;
+    } else {
+      d.emplace(begin, end);
+    }
+    decommitted_bytes_ += bytes;
+    change(metric::reserved_bytes, size_class::large_pool, -signed_size(bytes));
+    released += bytes;
+  }
+  if (released != 0)
+    log().debug("umem pool {}: gave back {} bytes of free pages", describe(), released);
+  return released;
+}
+
+std::size_t caching_pool::recommit_bytes(const segment_record& rec, std::uintptr_t begin,
+                                         std::uintptr_t end) const {
+  std::size_t bytes = 0;
+  auto it = rec.decommitted.upper_bound(begin);
+  if (it != rec.decommitted.begin() && std::prev(it)->second > begin) --it;
+  for (; it != rec.decommitted.end() && it->first < end; ++it)
+    bytes += std::min(end, it->second) - std::max(begin, it->first);
+  return bytes;
+}
+
+void caching_pool::recommit(segment_record& rec, std::uintptr_t begin, std::uintptr_t end) {
+  auto& d = rec.decommitted;
+  std::size_t bytes = 0;
+  auto it = d.upper_bound(begin);
+  if (it != d.begin() && std::prev(it)->second > begin) --it;
+  while (it != d.end() && it->first < end) {
+    const auto [r0, r1] = *it;
+    it = d.erase(it);
+    const std::uintptr_t a = std::max(begin, r0);
+    const std::uintptr_t e = std::min(end, r1);
+    if (r0 < a) d.emplace(r0, a);
+    if (e < r1) it = d.emplace(e, r1).first;  // starts at `end`: the loop stops there
+    bytes += e - a;
+  }
+  decommitted_bytes_ -= bytes;
+  change(metric::reserved_bytes, size_class::large_pool, signed_size(bytes));
 }
 
 void caching_pool::fail_bad_free(const void* p) const {
@@ -541,12 +659,15 @@ std::size_t caching_pool::release_free_segments(std::size_t keep_cached) {
     if (cached_bytes() <= keep_cached) break;
     const auto it = segments_.find(b->segment_base);
     const segment seg = it->second.seg;
+    const std::size_t given_back = recommit_bytes(it->second, address_of(seg.base),
+                                                  address_of(seg.base) + seg.size);
     list_of(c).remove_segment(b);
     segments_.erase(it);
     if (address_of(seg.base) == growable_) growable_ = 0;
     upstream_.deallocate(seg);
     ++stats_[counter::upstream_frees];
-    change(metric::reserved_bytes, c, -signed_size(seg.size));
+    decommitted_bytes_ -= given_back;
+    change(metric::reserved_bytes, c, -signed_size(seg.size - given_back));
     change(metric::segment, c, -1);
     released += seg.size;
   }

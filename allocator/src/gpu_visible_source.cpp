@@ -52,6 +52,10 @@ bool gpu_visible_source::grow(segment& s, std::size_t extra_bytes) {
   return true;
 }
 
+bool gpu_visible_source::decommit(const segment& s, void* p, std::size_t bytes) {
+  return mapper_.pageable() && upstream_.decommit(s, p, bytes);
+}
+
 void gpu_visible_source::deallocate(const segment& s) noexcept {
   std::vector<std::size_t> sizes;
   {

@@ -108,6 +108,12 @@ segment host_numa_source::allocate_growable(std::size_t bytes, std::size_t reser
   return s;
 }
 
+bool host_numa_source::decommit(const segment& s, void* p, std::size_t bytes) {
+  (void)s;
+  os::discard(p, bytes);  // the mbind policy and MADV_HUGEPAGE belong to the mapping: they stay
+  return true;
+}
+
 bool host_numa_source::grow(segment& s, std::size_t extra_bytes) {
   if (s.reserved_size <= s.size) return false;
   const std::size_t extra = rounded(extra_bytes);

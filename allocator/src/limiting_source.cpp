@@ -81,6 +81,11 @@ segment limiting_source::allocate_growable(std::size_t bytes, std::size_t reserv
   }
 }
 
+// Decommitted pages stay charged (Note [Decommitted pages]).
+bool limiting_source::decommit(const segment& s, void* p, std::size_t bytes) {
+  return upstream_.decommit(s, p, bytes);
+}
+
 bool limiting_source::grow(segment& s, std::size_t extra_bytes) {
   // Charged as the change from a segment of the old size to one of the new size, so the charge
   // always equals what a new segment of the current size would have been charged.

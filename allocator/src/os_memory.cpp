@@ -138,6 +138,11 @@ void decommit_fixed(void* p, std::size_t bytes) {
          errno);
 }
 
+void discard(void* p, std::size_t bytes) {
+  if (::madvise(p, bytes, MADV_DONTNEED) != 0)
+    fail("madvise(addr=" + hex(p) + ", len=" + std::to_string(bytes) + ", MADV_DONTNEED)", errno);
+}
+
 void unmap(void* p, std::size_t bytes) {
   if (::munmap(p, bytes) != 0)
     fail("munmap(addr=" + hex(p) + ", len=" + std::to_string(bytes) + ")", errno);

@@ -18,6 +18,7 @@ class owning_rocr_mapper final : public gpu_mapper {
   void map(const segment& s) override { mapper_.map(s); }
   void unmap(const segment& s) noexcept override { mapper_.unmap(s); }
   bool gpu_accessible() const override { return mapper_.gpu_accessible(); }
+  bool pageable() const override { return mapper_.pageable(); }
   std::string describe() const override { return mapper_.describe(); }
 
  private:

@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
   bool no_expandable = false;
   app.add_flag("--no-expandable", no_expandable,
                "pool_config::expandable_segments = false: a new segment per large miss");
+  app.add_option("--max-cached", options.pool.max_cached_bytes,
+                 "pool_config::max_cached_bytes: most cached bytes kept after a free, by "
+                 "returning free segments and then free pages (0: keep everything)");
   app.add_option("--label", label, "the allocator's name in the report (e.g. umem+patch)");
   app.add_flag("--skip-missing", skip_missing, "exit 77 (skipped) when a trace is missing");
   CLI11_PARSE(app, argc, argv);

@@ -65,6 +65,13 @@ bool reserving_source::grow(alloc::segment& s, std::size_t extra_bytes) {
   return true;
 }
 
+bool reserving_source::decommit(const alloc::segment& s, void* p, std::size_t bytes) {
+  (void)s;
+  if (madvise(p, bytes, MADV_DONTNEED) != 0)
+    throw_errno(errc::runtime_error, "reserving_source: madvise(MADV_DONTNEED)", errno);
+  return true;
+}
+
 void reserving_source::deallocate(const alloc::segment& s) noexcept {
   if (munmap(s.base, std::max(s.size, s.reserved_size)) != 0) {
     log().warn("reserving_source: munmap({}, {}) failed: errno {}", s.base, s.size, errno);

@@ -29,6 +29,7 @@ class reserving_source final : public alloc::upstream_source {
   alloc::segment allocate_growable(std::size_t bytes, std::size_t reserve_bytes,
                                    const alloc::node_binding& where, coherence kind) override;
   bool grow(alloc::segment& s, std::size_t extra_bytes) override;
+  bool decommit(const alloc::segment& s, void* p, std::size_t bytes) override;
   void deallocate(const alloc::segment& s) noexcept override;
   std::string describe() const override;
 

@@ -102,6 +102,20 @@ class fake_upstream final : public upstream_source {
     return true;
   }
 
+  // With set_decommit(true): records the bytes given back (the memory is not touched); else
+  // answers false, like a source with pinned memory.
+  bool decommit(const segment& s, void* p, std::size_t bytes) override {
+    std::lock_guard lock(mutex_);
+    ++decommit_calls_;
+    if (!decommit_) return false;
+    const auto it = live_.find(s.base);
+    const auto* first = static_cast<const unsigned char*>(s.base);
+    const auto* at = static_cast<const unsigned char*>(p);
+    if (it == live_.end() || at < first || at + bytes > first + it->second) ++bad_decommits_;
+    decommitted_bytes_ += bytes;
+    return true;
+  }
+
   void deallocate(const segment& s) noexcept override {
     std::lock_guard lock(mutex_);
     ++deallocate_calls_;
@@ -127,6 +141,13 @@ class fake_upstream final : public upstream_source {
   std::size_t grow_calls() const { return read(grow_calls_); }
   std::size_t grown_calls() const { return read(grown_calls_); }
   std::size_t bad_grows() const { return read(bad_grows_); }
+  void set_decommit(bool on) {
+    std::lock_guard lock(mutex_);
+    decommit_ = on;
+  }
+  std::size_t decommit_calls() const { return read(decommit_calls_); }
+  std::size_t decommitted_bytes() const { return read(decommitted_bytes_); }
+  std::size_t bad_decommits() const { return read(bad_decommits_); }
 
   void set_capacity(std::size_t bytes) {
     std::lock_guard lock(mutex_);
@@ -171,6 +192,10 @@ class fake_upstream final : public upstream_source {
   std::size_t grow_calls_ = 0;   // every call
   std::size_t grown_calls_ = 0;  // calls that grew
   std::size_t bad_grows_ = 0;    // of a segment not handed out, or with another size
+  bool decommit_ = false;
+  std::size_t decommit_calls_ = 0;
+  std::size_t decommitted_bytes_ = 0;
+  std::size_t bad_decommits_ = 0;  // outside a live segment
   node_binding last_binding_;
   coherence last_kind_ = coherence::unknown;
 };

@@ -102,10 +102,12 @@ class recording_mapper final : public gpu_mapper {
     std::erase_if(registered, [&](const auto& r) { return r.first == s.base; });
   }
   bool gpu_accessible() const override { return true; }
+  bool pageable() const override { return pageable_pages; }
   std::string describe() const override { return "recording mapper"; }
   void fail_next() { fail_next_ = true; }
 
   std::vector<std::pair<void*, std::size_t>> maps, unmaps, registered;
+  bool pageable_pages = false;  // like a lock or a registration: pinned
 
  private:
   bool fail_next_ = false;
@@ -141,6 +143,21 @@ TEST(gpu_visible_source, a_segment_never_grown_is_unmapped_as_one_range) {
   src.deallocate(s);
   EXPECT_EQ(m.unmaps, m.maps);
   EXPECT_EQ(m.maps.size(), 1u);
+}
+
+// Note [Decommitted pages]: pinned GPU memory keeps its pages; pageable memory passes the request on.
+TEST(gpu_visible_source, decommit_reaches_the_source_only_for_pageable_mappings) {
+  fake_upstream up;
+  up.set_decommit(true);
+  recording_mapper m;
+  gpu_visible_source src(up, m);
+  segment s = src.allocate(4 * MiB, node0, coherence::fine);
+  EXPECT_FALSE(src.decommit(s, s.base, 2 * MiB));
+  EXPECT_EQ(up.decommit_calls(), 0u);
+  m.pageable_pages = true;
+  EXPECT_TRUE(src.decommit(s, s.base, 2 * MiB));
+  EXPECT_EQ(up.decommitted_bytes(), 2 * MiB);
+  src.deallocate(s);
 }
 
 TEST(gpu_visible_source, a_growth_the_mapper_refuses_is_forgotten_and_the_segment_kept) {

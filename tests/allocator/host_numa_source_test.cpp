@@ -298,3 +298,19 @@ TEST(host_numa_source, deallocate_of_a_grown_segment_unmaps_the_whole_reservatio
 }
 
 }  // namespace
+
+// Note [Decommitted pages]: the pages go, the binding and the huge-page advice stay, and the
+// next touch backs a page again on the bound node.
+TEST(host_numa_source, decommit_frees_the_pages_and_keeps_the_policy) {
+  host_numa_source src(host_source_config{true, populate_mode::touch});
+  segment_guard g{src, src.allocate(6 * mib, bind0, umem::coherence::fine)};
+  char* middle = static_cast<char*>(g.s.base) + 2 * mib;
+  ASSERT_TRUE(src.decommit(g.s, middle, 2 * mib));
+  for (int st : page_status(middle, 2 * mib)) ASSERT_TRUE(st == -ENOENT || st == -EFAULT) << st;
+  for (int st : page_status(g.s.base, 2 * mib)) ASSERT_EQ(st, 0);  // the rest stays backed
+  EXPECT_EQ(policy_at(middle).mode, MPOL_BIND);
+  EXPECT_EQ(policy_at(middle).mask, 1ul);
+  EXPECT_NE(vm_flags_of(middle).find(" hg "), std::string::npos) << vm_flags_of(middle);
+  middle[0] = 1;
+  EXPECT_EQ(page_status(middle, 4096).at(0), 0);
+}

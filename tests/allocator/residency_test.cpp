@@ -83,6 +83,7 @@ class fake_mapper final : public gpu_mapper {
   void map(const segment&) override {}
   void unmap(const segment&) noexcept override {}
   bool gpu_accessible() const override { return true; }
+  bool pageable() const override { return false; }
   std::string describe() const override { return "test mapper: locked to CPU agent 0's pool"; }
 };
 

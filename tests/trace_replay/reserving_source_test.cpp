@@ -42,6 +42,21 @@ TEST(reserving_source, a_growable_segment_grows_in_place_and_goes_back_whole) {
   EXPECT_EQ(errno, ENOMEM);
 }
 
+TEST(reserving_source, decommit_frees_touched_pages) {
+  tr::reserving_source src;
+  const umem::alloc::segment s = src.allocate(4 * mib, node0, umem::coherence::fine);
+  auto* p = static_cast<unsigned char*>(s.base);
+  p[0] = 7;
+  unsigned char present = 0;
+  ASSERT_EQ(mincore(p, 4096, &present), 0);
+  EXPECT_EQ(present & 1, 1);
+  EXPECT_TRUE(src.decommit(s, p, 2 * mib));
+  ASSERT_EQ(mincore(p, 4096, &present), 0);
+  EXPECT_EQ(present & 1, 0);
+  EXPECT_EQ(p[0], 0);  // backed again with zeros on touch
+  src.deallocate(s);
+}
+
 TEST(reserving_source, a_plain_segment_cannot_grow) {
   tr::reserving_source src;
   umem::alloc::segment s = src.allocate(2 * mib, node0, umem::coherence::fine);

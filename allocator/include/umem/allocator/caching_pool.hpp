@@ -30,6 +30,22 @@
 // for a source whose growth is much more expensive than a new segment. The small pool never
 // grows: its segments are small_segment_size each.
 //
+// Note [Decommitted pages]
+// An expandable segment rarely becomes entirely free, so max_cached_bytes could not be honoured by
+// returning whole segments alone. So before the large pool commits more memory (grows a segment,
+// takes a new one, or reuses decommitted granules) while its cache (reserved - allocated) is above
+// max_cached_bytes, it gives back the pages of whole large_segment_rounding granules inside free
+// large blocks (upstream_source::decommit, Note [Decommitted pages] in segment.hpp), largest free
+// spans first, until the cache is under the cap; reserved_bytes drops by what was given back.
+// Handing out a block that covers decommitted granules counts them as reserved again (the system
+// backs them on first touch; limit_bytes is checked as for a growth). Doing it when memory is
+// needed, not at every free, keeps frees free of system calls and gives back only what would
+// otherwise be added on top. Only sources whose memory stays pageable can (host memory, ROCr SVM
+// with XNACK on); with pinned memory (ROCr locks with XNACK off, CUDA registrations) the first
+// refusal turns it off for the pool. It trades page faults on reuse for memory: on real training
+// traces it keeps the peak reserved within a few percent of the peak allocated
+// (docs/trace-replay.md).
+//
 // Note [Running out]
 // Before asking the upstream for a segment that would take reserved bytes past limit_bytes, the
 // pool trims its cache; if that is not enough it fails with out_of_memory naming the limit and
@@ -83,7 +99,9 @@ struct pool_config {
   std::size_t small_segment_size = std::size_t{2} << 20;      // segments of the small pool
   std::size_t large_segment_rounding = std::size_t{2} << 20;  // large segments: multiples of this
   std::size_t alignment = 256;       // of every block and of every size (like CUDA's)
-  std::size_t max_cached_bytes = 0;  // reserved - allocated kept after a free; 0 = unlimited
+  // reserved - allocated kept after a free; 0 = unlimited. Above it the pool returns fully free
+  // segments, then gives back free pages inside large segments (Note [Decommitted pages]).
+  std::size_t max_cached_bytes = 0;
   std::size_t limit_bytes = 0;       // most reserved bytes of this pool; 0 = no limit
   std::size_t thread_cache_bytes = 0;  // most bytes each thread caches (Note [Fast path]); 0 = off
   // Large misses grow one segment in place (Note [Expandable segments]).
@@ -161,6 +179,9 @@ class caching_pool {
     segment seg;
     block* first = nullptr;  // the block at seg.base (lives as long as the segment)
     size_class pool = size_class::large_pool;
+    // Granules whose pages were given back (Note [Decommitted pages]): begin -> end, disjoint,
+    // never adjacent, all inside free blocks.
+    std::map<std::uintptr_t, std::uintptr_t> decommitted;
   };
   struct live_block {
     block* b = nullptr;
@@ -195,6 +216,12 @@ class caching_pool {
   bool over_limit(std::size_t more) const;
   std::string limit_text(std::size_t more, const char* what) const;
   std::size_t release_free_segments(std::size_t keep_cached);
+  void keep_cache_under_limit();
+  void make_room();
+  std::size_t decommit_free_pages(std::size_t keep_cached);
+  std::size_t recommit_bytes(const segment_record& rec, std::uintptr_t begin,
+                             std::uintptr_t end) const;
+  void recommit(segment_record& rec, std::uintptr_t begin, std::uintptr_t end);
   std::size_t cached_bytes() const;
   void release_live(live_map::iterator it);
   [[noreturn]] void fail_out_of_memory(std::size_t request, const std::string& why);
@@ -213,6 +240,8 @@ class caching_pool {
   free_list large_;
   std::map<std::uintptr_t, segment_record> segments_;  // by base address
   std::uintptr_t growable_ = 0;  // base of the large segment that grows; 0: none
+  std::size_t decommitted_bytes_ = 0;  // in all segments
+  bool decommit_refused_ = false;      // the upstream cannot decommit: never ask again
   live_map live_;  // allocated blocks by address
   // Hash nodes of live_ kept after an erase for the next allocation (no heap call per block).
   std::vector<live_map::node_type> spare_live_;

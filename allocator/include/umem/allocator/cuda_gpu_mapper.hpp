@@ -44,6 +44,7 @@ class cuda_gpu_mapper final : public gpu_mapper {
   // Failures are logged (errors), never thrown.
   void unmap(const segment& s) noexcept override;
   bool gpu_accessible() const override { return true; }
+  bool pageable() const override { return false; }  // registered pages are pinned
   std::string describe() const override;
 
   // False in pageable mode.

@@ -19,6 +19,10 @@ class gpu_mapper {
   virtual void unmap(const segment& s) noexcept = 0;
   // False for the no-GPU mapper: memory is host-only.
   virtual bool gpu_accessible() const = 0;
+  // True when mapped memory stays pageable, so its free pages may be given back to the system
+  // (Note [Decommitted pages] in segment.hpp): host-only memory, or SVM ranges the GPU reaches
+  // through retried faults. False for pinned memory (locks, registrations).
+  virtual bool pageable() const = 0;
   // One sentence: which mechanism is used and why ("XNACK off: locked to CPU agent 0's fine pool").
   virtual std::string describe() const = 0;
 };

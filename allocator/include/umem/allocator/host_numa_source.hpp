@@ -64,6 +64,7 @@ class host_numa_source final : public upstream_source {
   // reservation. False when the segment is not growable or the reservation has too little left;
   // out_of_memory as allocate().
   bool grow(segment& s, std::size_t extra_bytes) override;
+  bool decommit(const segment& s, void* p, std::size_t bytes) override;
   // munmap of the whole reservation; a failure is logged, never thrown.
   void deallocate(const segment& s) noexcept override;
   // "host NUMA memory (mmap+mbind, THP on)", plus ", populate=touch" when populating.

@@ -17,6 +17,7 @@ class no_gpu_mapper final : public gpu_mapper {
   void map(const segment&) override {}
   void unmap(const segment&) noexcept override {}
   bool gpu_accessible() const override { return false; }
+  bool pageable() const override { return true; }
   // "no GPU runtime (<reason>): host NUMA memory only"
   std::string describe() const override;
 

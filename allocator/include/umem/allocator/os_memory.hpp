@@ -40,6 +40,10 @@ void decommit_fixed(void* p, std::size_t bytes);
 // mbind(p, bytes) with `b`'s mode and node set; `flags` are MPOL_MF_* bits. `p` page-aligned.
 void bind(void* p, std::size_t bytes, const node_binding& b, unsigned flags);
 
+// madvise(MADV_DONTNEED): frees the pages of [p, p+bytes) (page-aligned); the mapping and its
+// NUMA policy stay, and the next touch backs a page again with zeros.
+void discard(void* p, std::size_t bytes);
+
 // madvise(p, bytes, advice) for MADV_HUGEPAGE / MADV_NOHUGEPAGE.
 void advise(void* p, std::size_t bytes, int advice);
 

@@ -58,6 +58,8 @@ class rocr_gpu_mapper final : public gpu_mapper {
   // Failures are logged (errors), never thrown.
   void unmap(const segment& s) noexcept override;
   bool gpu_accessible() const override { return true; }
+  // SVM ranges stay pageable (the GPU retries faults); locked ranges are pinned.
+  bool pageable() const override { return mode_ == gpu_map_mode::svm; }
   std::string describe() const override;
 
   gpu_map_mode mode() const { return mode_; }

@@ -67,6 +67,18 @@ class upstream_source {
     (void)extra_bytes;
     return false;
   }
+  // Note [Decommitted pages]
+  // Gives the memory of the whole pages [p, p + bytes) inside `s` back to the system while the
+  // range stays mapped with its binding, so the next touch backs it again, zero-filled, on the
+  // same node(s). Returns false, changing nothing, when the source cannot: memory a GPU runtime
+  // has pinned (ROCr locks, CUDA registrations) must keep its pages. The default answers false.
+  // Limits (limiting_source) keep charging decommitted pages: they come back without asking.
+  virtual bool decommit(const segment& s, void* p, std::size_t bytes) {
+    (void)s;
+    (void)p;
+    (void)bytes;
+    return false;
+  }
 };
 
 }  // namespace umem::alloc
