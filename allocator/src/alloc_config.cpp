@@ -282,13 +282,27 @@ constexpr std::array kRows{
                                    limit_string(l));
                }},
     option_row{{"max_cached", "size | 0", "0",
-                "Most free memory the cache keeps before returning segments to the system; 0 "
-                "means no cap (memory is returned by trim() or when an allocation fails)."},
+                "Most free memory the cache keeps: above it frees return whole free segments, "
+                "and before the pool takes more memory it gives back free pages inside its "
+                "segments where the memory is pageable (host-only, ROCr with XNACK on; not "
+                "pinned GPU memory). 0 means no cap (memory is returned by trim() or when an "
+                "allocation fails)."},
                [](alloc_options& o, std::string_view k, std::string_view v) {
                  o.max_cached = parse_size(k, v, "8GiB or 0 for no cap", true);
                },
                [](const alloc_options& o, std::vector<std::string>& items) {
                  items.push_back("max_cached:" + size_string(o.max_cached));
+               }},
+    option_row{{"expandable_segments", "true | false", "true",
+                "Large requests that no free block fits grow one segment in place (reserving "
+                "address space, not memory) instead of taking a new segment, so cached memory "
+                "at its end is not stranded."},
+               [](alloc_options& o, std::string_view k, std::string_view v) {
+                 o.expandable_segments = parse_enum(kBools, k, v);
+               },
+               [](const alloc_options& o, std::vector<std::string>& items) {
+                 items.push_back("expandable_segments:" +
+                                 std::string(enum_name(kBools, o.expandable_segments)));
                }},
     option_row{{"thread_cache", "size | 0", "64MiB",
                 "Most freed memory each thread keeps per pool for its own reuse without taking "

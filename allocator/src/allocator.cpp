@@ -113,6 +113,7 @@ struct allocator::impl {
     pool_config cfg;
     cfg.max_cached_bytes = options.max_cached;
     cfg.thread_cache_bytes = options.thread_cache;
+    cfg.expandable_segments = options.expandable_segments;
     auto pool = std::make_unique<caching_pool>(*limited, b, kind, cfg,
                                                pools.empty() ? nullptr : &peaks);
     entries.push_back(pool_entry{pool.get(), owners.load(std::memory_order_relaxed)});

@@ -648,6 +648,7 @@ std::size_t caching_pool::trim() {
 }
 
 std::size_t caching_pool::release_free_segments(std::size_t keep_cached) {
+  if (small_.free_segment_count() == 0 && large_.free_segment_count() == 0) return 0;
   std::vector<std::pair<block*, size_class>> candidates;
   for (size_class c : {size_class::small_pool, size_class::large_pool})
     for (block* b : list_of(c).free_segments()) candidates.emplace_back(b, c);

@@ -51,6 +51,7 @@ void free_list::insert_free(block* b) {
     free_.insert(std::move(node));
   }
   free_bytes_ += b->size;
+  if (is_free_segment(b)) ++free_segment_count_;
 }
 
 void free_list::erase_free(block* b) {
@@ -58,6 +59,7 @@ void free_list::erase_free(block* b) {
   assert(!node.empty());
   if (spare_nodes_.size() < max_spare_nodes) spare_nodes_.push_back(std::move(node));
   free_bytes_ -= b->size;
+  if (is_free_segment(b)) --free_segment_count_;
 }
 
 block* free_list::add_segment(std::uintptr_t base, std::size_t size) {

@@ -65,6 +65,8 @@ TEST(AllocConfig, FullExampleString) {
   EXPECT_EQ(o.max_cached, 8 * GiB);
   EXPECT_EQ(o.thread_cache, 1024u * 1024u);
   EXPECT_EQ(parse_alloc_conf("thread_cache:0").thread_cache, 0u);
+  EXPECT_FALSE(parse_alloc_conf("expandable_segments:false").expandable_segments);
+  EXPECT_TRUE(alloc_options{}.expandable_segments);
   EXPECT_EQ(alloc_options{}.thread_cache, 64u * 1024u * 1024u);
 }
 
@@ -124,7 +126,8 @@ TEST(AllocConfig, TextAppliesOnTopOfABase) {
 TEST(AllocConfig, UnknownKeyNamesItAndListsTheKnownOnes) {
   EXPECT_EQ(conf_error("polcy:local"),
             "UMEM_ALLOC_CONF: unknown key 'polcy' (known: policy, spill, kind, huge_pages, "
-            "populate, limit.total, limit.node<N>, max_cached, thread_cache)");
+            "populate, limit.total, limit.node<N>, max_cached, expandable_segments, "
+            "thread_cache)");
   EXPECT_EQ(conf_error("spill:warn,Kind:fine").find("UMEM_ALLOC_CONF: unknown key 'Kind'"), 0u);
   EXPECT_NE(conf_error("limit.nodes:1GiB").find("'limit.nodes' needs a NUMA node number"),
             std::string::npos);
@@ -179,14 +182,15 @@ TEST(AllocConfig, DuplicateKeysAndItemsWithoutValueAreErrors) {
             "UMEM_ALLOC_CONF: key 'limit.node1' is given more than once; give each key once");
   EXPECT_EQ(conf_error("spill:warn,huge_pages"),
             "UMEM_ALLOC_CONF: 'huge_pages' is not key:value (known keys: policy, spill, kind, "
-            "huge_pages, populate, limit.total, limit.node<N>, max_cached, thread_cache)");
+            "huge_pages, populate, limit.total, limit.node<N>, max_cached, expandable_segments, "
+            "thread_cache)");
   EXPECT_NE(conf_error("local").find("'local' is not key:value"), std::string::npos);
 }
 
 TEST(AllocConfig, DescribeListsEveryValueAndParsesBack) {
   EXPECT_EQ(describe(alloc_options{}),
             "policy:local,spill:never,kind:fine,huge_pages:true,populate:none,limit.total:none,"
-            "max_cached:0,thread_cache:64MiB");
+            "max_cached:0,expandable_segments:true,thread_cache:64MiB");
   alloc_options o;
   o.policy.kind = placement_kind::interleave;
   o.policy.nodes = {0, 1, 3};
@@ -203,7 +207,8 @@ TEST(AllocConfig, DescribeListsEveryValueAndParsesBack) {
   EXPECT_EQ(text,
             "policy:interleave:0-1,3,spill:warn,kind:extended_fine,huge_pages:false,"
             "populate:touch,limit.total:0.9,limit.node0:64GiB,limit.node2:0.00001,"
-            "limit.node3:12345B,max_cached:1536MiB,thread_cache:64MiB");
+            "limit.node3:12345B,max_cached:1536MiB,expandable_segments:true,"
+            "thread_cache:64MiB");
   EXPECT_EQ(parse_alloc_conf(text), o);
 }
 
@@ -217,7 +222,7 @@ TEST(AllocConfig, TableDocumentsEveryKeyWithTheStructDefaults) {
   }
   EXPECT_EQ(keys, (std::vector<std::string>{"policy", "spill", "kind", "huge_pages", "populate",
                                             "limit.total", "limit.node<N>", "max_cached",
-                                            "thread_cache"}));
+                                            "expandable_segments", "thread_cache"}));
   // Each default as documented is what describe() prints for alloc_options{}, and parses back.
   const std::string defaults = "," + describe(alloc_options{}) + ",";
   for (const auto& row : table) {

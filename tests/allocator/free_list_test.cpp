@@ -37,6 +37,24 @@ TEST(free_list, new_segment_is_one_free_block) {
   EXPECT_EQ(fl.free_block_count(), 1u);
 }
 
+TEST(free_list, free_segment_count_follows_takes_merges_and_removals) {
+  free_list fl(256);
+  fl.add_segment(seg_a, 4096);
+  block* other = fl.add_segment(0x20000, 2048);
+  EXPECT_EQ(fl.free_segment_count(), 2u);
+  block* x = fl.take(fl.best_fit(4096), 1024);  // seg_a split: its free tail is not whole
+  EXPECT_EQ(x->address, seg_a);
+  EXPECT_EQ(fl.free_segment_count(), 1u);
+  block* y = fl.take(fl.best_fit(1024), 1024);
+  fl.release(x);
+  EXPECT_EQ(fl.free_segment_count(), 1u);  // y still splits seg_a
+  fl.release(y);                           // merges back into one whole free block
+  EXPECT_EQ(fl.free_segment_count(), 2u);
+  EXPECT_EQ(fl.free_segments().size(), 2u);
+  fl.remove_segment(other);
+  EXPECT_EQ(fl.free_segment_count(), 1u);
+}
+
 TEST(free_list, take_splits_off_the_tail) {
   free_list fl(256);
   block* b = fl.take(fl.add_segment(seg_a, 4096), 1024);

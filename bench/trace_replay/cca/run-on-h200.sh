@@ -69,6 +69,12 @@ for t in $traces; do
     grep '^result,' "$logs/umem-$name.log" >> "$results"
   fi
   if [ -x "$umem_bin" ]; then
+    echo "== $name: umem caching pool, max_cached 512 MiB (free pages given back before growing)"
+    $pin "$umem_bin" --max-cached 536870912 --label umem-max-cached "$t" 2>&1 |
+      tee "$logs/umem-maxcached-$name.log"
+    grep '^result,' "$logs/umem-maxcached-$name.log" >> "$results"
+  fi
+  if [ -x "$umem_bin" ]; then
     echo "== $name: umem caching pool without expandable segments (a new segment per miss)"
     $pin "$umem_bin" --no-expandable --label umem-no-expandable "$t" 2>&1 |
       tee "$logs/umem-noexp-$name.log"

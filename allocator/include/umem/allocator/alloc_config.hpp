@@ -44,6 +44,7 @@ struct alloc_options {
   std::optional<memory_limit> limit_total;   // nullopt: no limit
   std::map<int, memory_limit> limit_node;    // by OS NUMA node index; absent: no limit
   std::uint64_t max_cached = 0;              // bytes kept cached beyond use; 0 = unlimited
+  bool expandable_segments = true;           // large misses grow one segment in place
   std::uint64_t thread_cache = std::uint64_t{64} << 20;  // per thread and pool; 0 = none
   bool operator==(const alloc_options&) const = default;
 };
@@ -68,7 +69,7 @@ alloc_options options_from_environment();
 
 // Every effective value as a UMEM_ALLOC_CONF string, in table order, e.g.
 // "policy:local,spill:never,kind:fine,huge_pages:true,populate:none,limit.total:none,max_cached:0,
-// thread_cache:64MiB"
+// expandable_segments:true,thread_cache:64MiB"
 // with one limit.nodeN item per node limit. parse_alloc_conf(describe(o)) == o.
 std::string describe(const alloc_options& options);
 

@@ -87,6 +87,8 @@ class free_list {
 
   // Every free block that spans its whole segment, largest first.
   std::vector<block*> free_segments() const;
+  // How many there are, without walking the free blocks.
+  std::size_t free_segment_count() const { return free_segment_count_; }
 
   // Forgets a segment whose single block `b` satisfies is_free_segment(b).
   void remove_segment(block* b);
@@ -126,6 +128,9 @@ class free_list {
   // then allocates nothing (bounded, so a burst of frees does not pin memory).
   std::vector<free_set::node_type> spare_nodes_;
   std::size_t free_bytes_ = 0;
+  // Free blocks spanning their segment. A block's neighbours do not change while it is in the
+  // free set (neighbouring free blocks are always merged), so insert/erase keep this exact.
+  std::size_t free_segment_count_ = 0;
   std::deque<block> storage_;   // stable addresses; records are reused, not returned
   std::vector<block*> spare_;  // recycled records of storage_
 };
