@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-cached", options.pool.max_cached_bytes,
                  "pool_config::max_cached_bytes: most cached bytes kept after a free, by "
                  "returning free segments and then free pages (0: keep everything)");
-  app.add_option("--label", label, "the allocator's name in the report (e.g. umem+patch)");
+  app.add_option("--label", label, "the allocator's name in the report (e.g. umem-max-cached)");
   app.add_flag("--skip-missing", skip_missing, "exit 77 (skipped) when a trace is missing");
   CLI11_PARSE(app, argc, argv);
   options.pool.expandable_segments = !no_expandable;
