@@ -13,41 +13,19 @@
 #include <string>
 
 #include "fake_upstream.hpp"
+#include "pool_test_support.hpp"
 #include "umem/core/error.hpp"
 
 namespace umem::alloc {
 namespace {
 
 using test::fake_upstream;
-
-constexpr std::size_t KiB = 1024;
-constexpr std::size_t MiB = 1024 * KiB;
-
-const node_binding node0{bind_mode::bind, {0}};
-
-std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+using namespace test;  // the shared test vocabulary (pool_test_support.hpp)
 
 std::string hex(const void* p) {
   std::ostringstream s;
   s << p;
   return s.str();
-}
-
-std::int64_t cur(const pool_stats& s, metric m, size_class c = size_class::all) {
-  return s(m, c).current;
-}
-
-// Runs f, expects umem::error with `code`, returns its message.
-template <class F>
-std::string error_of(F&& f, errc code) {
-  try {
-    f();
-  } catch (const umem::error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a umem::error";
-  return {};
 }
 
 TEST(caching_pool, small_requests_are_carved_from_one_small_segment) {

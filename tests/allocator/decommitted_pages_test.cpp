@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "fake_upstream.hpp"
+#include "pool_test_support.hpp"
 #include "umem/allocator/caching_pool.hpp"
 #include "umem/core/error.hpp"
 
@@ -12,9 +13,8 @@ namespace umem::alloc {
 namespace {
 
 using test::fake_upstream;
-
-constexpr std::size_t MiB = 1024 * 1024;
-const node_binding node0{bind_mode::bind, {0}};
+using test::MiB;
+using test::node0;
 
 // A growable upstream with 2 MiB granules and 2 MiB-aligned segments that can give pages back.
 struct growable_upstream {

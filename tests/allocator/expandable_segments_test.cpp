@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fake_upstream.hpp"
+#include "pool_test_support.hpp"
 #include "umem/allocator/caching_pool.hpp"
 #include "umem/core/error.hpp"
 
@@ -17,31 +18,9 @@ namespace umem::alloc {
 namespace {
 
 using test::fake_upstream;
-
-constexpr std::size_t KiB = 1024;
-constexpr std::size_t MiB = 1024 * KiB;
-
-const node_binding node0{bind_mode::bind, {0}};
-
-std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
-
-std::int64_t cur(const pool_stats& s, metric m, size_class c = size_class::all) {
-  return s(m, c).current;
-}
+using namespace test;  // the shared test vocabulary (pool_test_support.hpp)
 
 std::int64_t i64(std::size_t n) { return static_cast<std::int64_t>(n); }
-
-template <class F>
-std::string error_of(F&& f, errc code) {
-  try {
-    f();
-  } catch (const umem::error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a umem::error";
-  return {};
-}
 
 TEST(expandable_segments, a_large_miss_grows_the_segment_in_place_by_what_its_free_tail_lacks) {
   fake_upstream up;

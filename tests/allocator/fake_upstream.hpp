@@ -30,23 +30,7 @@ class fake_upstream final : public upstream_source {
   fake_upstream& operator=(const fake_upstream&) = delete;
 
   segment allocate(std::size_t bytes, const node_binding& where, coherence kind) override {
-    std::lock_guard lock(mutex_);
-    ++allocate_calls_;
-    last_binding_ = where;
-    last_kind_ = kind;
-    const std::size_t size = (bytes + granularity_ - 1) / granularity_ * granularity_;
-    if (capacity_ != 0 && outstanding_ + size > capacity_) {
-      ++failed_calls_;
-      throw error(errc::out_of_memory, "fake_upstream: " + std::to_string(size) +
-                                           " bytes requested, " +
-                                           std::to_string(capacity_ - outstanding_) + " left");
-    }
-    // aligned_alloc wants a multiple of the alignment; untouched pages cost nothing.
-    void* p = std::aligned_alloc(alignment_, (size + alignment_ - 1) / alignment_ * alignment_);
-    if (!p) throw error(errc::out_of_memory, "fake_upstream: host malloc failed");
-    live_[p] = size;
-    outstanding_ += size;
-    return segment{p, size, where, kind, false};
+    return hand_out(bytes, 0, where, kind);
   }
 
   segment allocate_growable(std::size_t bytes, std::size_t reserve_bytes,
@@ -57,26 +41,7 @@ class fake_upstream final : public upstream_source {
       ++allocate_growable_calls_;
       reserve = std::min(reserve_bytes, max_reserve_);
     }
-    if (reserve == 0) return allocate(bytes, where, kind);
-    const std::size_t size = (bytes + granularity_ - 1) / granularity_ * granularity_;
-    if (reserve <= size) return allocate(bytes, where, kind);
-    std::lock_guard lock(mutex_);
-    ++allocate_calls_;
-    last_binding_ = where;
-    last_kind_ = kind;
-    if (capacity_ != 0 && outstanding_ + size > capacity_) {
-      ++failed_calls_;
-      throw error(errc::out_of_memory, "fake_upstream: " + std::to_string(size) +
-                                           " bytes requested, " +
-                                           std::to_string(capacity_ - outstanding_) + " left");
-    }
-    // The whole reservation is host memory from the start (untouched pages cost nothing), but
-    // only `size` of it counts as outstanding.
-    void* p = std::aligned_alloc(alignment_, (reserve + alignment_ - 1) / alignment_ * alignment_);
-    if (!p) throw error(errc::out_of_memory, "fake_upstream: host malloc failed");
-    live_[p] = size;
-    outstanding_ += size;
-    return segment{p, size, where, kind, false, reserve};
+    return hand_out(bytes, reserve, where, kind);
   }
 
   bool grow(segment& s, std::size_t extra_bytes) override {
@@ -172,6 +137,32 @@ class fake_upstream final : public upstream_source {
   }
 
  private:
+  // A segment of `bytes` (rounded to the granularity); growable up to `reserve` when that is
+  // larger. The whole reservation is host memory from the start (untouched pages cost nothing),
+  // but only the segment's size counts as outstanding.
+  segment hand_out(std::size_t bytes, std::size_t reserve, const node_binding& where,
+                   coherence kind) {
+    std::lock_guard lock(mutex_);
+    ++allocate_calls_;
+    last_binding_ = where;
+    last_kind_ = kind;
+    const std::size_t size = (bytes + granularity_ - 1) / granularity_ * granularity_;
+    if (reserve <= size) reserve = 0;
+    if (capacity_ != 0 && outstanding_ + size > capacity_) {
+      ++failed_calls_;
+      throw error(errc::out_of_memory, "fake_upstream: " + std::to_string(size) +
+                                           " bytes requested, " +
+                                           std::to_string(capacity_ - outstanding_) + " left");
+    }
+    // aligned_alloc wants a multiple of the alignment.
+    const std::size_t span = std::max(size, reserve);
+    void* p = std::aligned_alloc(alignment_, (span + alignment_ - 1) / alignment_ * alignment_);
+    if (!p) throw error(errc::out_of_memory, "fake_upstream: host malloc failed");
+    live_[p] = size;
+    outstanding_ += size;
+    return segment{p, size, where, kind, false, reserve};
+  }
+
   std::size_t read(const std::size_t& v) const {
     std::lock_guard lock(mutex_);
     return v;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fake_upstream.hpp"
+#include "pool_test_support.hpp"
 #include "umem/allocator/caching_pool.hpp"
 #include "umem/core/error.hpp"
 
@@ -23,11 +24,7 @@ namespace umem::alloc {
 namespace {
 
 using test::fake_upstream;
-
-constexpr std::size_t KiB = 1024;
-constexpr std::size_t MiB = 1024 * KiB;
-
-const node_binding node0{bind_mode::bind, {0}};
+using namespace test;  // the shared test vocabulary (pool_test_support.hpp)
 
 pool_config cached(std::size_t capacity = 64 * MiB) {
   pool_config c;
@@ -37,16 +34,7 @@ pool_config cached(std::size_t capacity = 64 * MiB) {
 
 const stat& gauge(const pool_stats& s, metric m, size_class c = size_class::all) { return s(m, c); }
 
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const umem::error& e) {
-    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a umem::error";
-  return {};
-}
+std::string misuse_of(auto&& f) { return error_of(f, errc::invalid_argument); }
 
 // Runs f on a new thread and waits for it (the thread then exits, see thread_exit tests).
 template <class F>
@@ -113,7 +101,7 @@ TEST(thread_cache, double_free_on_the_same_thread_is_reported_and_changes_nothin
   void* p = pool.allocate(4096);
   pool.deallocate(p);
   const pool_stats before = pool.stats();
-  EXPECT_NE(error_of([&] { pool.deallocate(p); }).find("double free"), std::string::npos);
+  EXPECT_NE(misuse_of([&] { pool.deallocate(p); }).find("double free"), std::string::npos);
   EXPECT_EQ(pool.stats(), before);
   EXPECT_EQ(pool.allocate(4096), p);  // handed out once, not twice
   EXPECT_NE(pool.allocate(4096), p);
@@ -125,7 +113,7 @@ TEST(thread_cache, double_free_on_another_thread_is_reported) {
   void* p = pool.allocate(4096);
   pool.deallocate(p);  // now in this thread's cache
   std::string message;
-  on_other_thread([&] { message = error_of([&] { pool.deallocate(p); }); });
+  on_other_thread([&] { message = misuse_of([&] { pool.deallocate(p); }); });
   EXPECT_NE(message.find("double free"), std::string::npos) << message;
   EXPECT_NE(message.find("thread's cache"), std::string::npos) << message;
   EXPECT_EQ(pool.allocate(4096), p);
@@ -138,7 +126,7 @@ TEST(thread_cache, a_block_freed_on_another_thread_goes_back_to_the_pool_once) {
   on_other_thread([&] { pool.deallocate(p); });
   EXPECT_EQ(count_state(pool.snapshot(), false, true), 0u);  // nothing allocated
   // This thread still remembers handing p out; its free must not succeed a second time.
-  EXPECT_NE(error_of([&] { pool.deallocate(p); }).find("double free"), std::string::npos);
+  EXPECT_NE(misuse_of([&] { pool.deallocate(p); }).find("double free"), std::string::npos);
   const pool_stats s = pool.stats();
   EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 0);
   EXPECT_EQ(gauge(s, metric::requested_bytes).current, 0);
