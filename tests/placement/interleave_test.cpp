@@ -2,7 +2,9 @@
 // per node with THP (a 2 MiB huge page goes to one node as a whole).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <string>
 
 #include "placement_checks.hpp"
 #include "umem/allocator/host_numa_source.hpp"
@@ -24,7 +26,11 @@ void expect_balanced(const std::map<int, std::size_t>& counts, const std::vector
         << "node " << n << " has " << got << " of " << total << " pages";
     seen += got;
   }
-  EXPECT_EQ(seen, total) << "pages outside the interleave set or not present";
+  std::string others;
+  for (const auto& [status, count] : counts)
+    if (std::find(all.begin(), all.end(), status) == all.end())
+      others += " " + std::to_string(count) + " x status " + std::to_string(status) + ";";
+  EXPECT_EQ(seen, total) << "pages outside the interleave set or not present:" << others;
 }
 
 TEST_F(placement_checks, interleave_all_without_thp_is_exactly_balanced) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -61,6 +62,21 @@ std::map<int, std::size_t> placement_checks::pages_by_node(const void* p, std::s
   std::vector<int> status(pages.size(), 0);
   if (move_pages(0, pages.size(), pages.data(), nullptr, status.data(), 0) != 0)
     ADD_FAILURE() << "move_pages: " << std::strerror(errno);
+  // A page the kernel is migrating at that instant (compaction on a busy machine) has a
+  // migration entry instead of a page and reads as -ENOENT; ask again for those pages, a few
+  // times. A page that was never touched stays -ENOENT.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::vector<std::size_t> absent;
+    for (std::size_t i = 0; i < status.size(); ++i)
+      if (status[i] == -ENOENT) absent.push_back(i);
+    if (absent.empty() || absent.size() == status.size()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::vector<void*> again;
+    for (std::size_t i : absent) again.push_back(pages[i]);
+    std::vector<int> st(again.size(), 0);
+    if (move_pages(0, again.size(), again.data(), nullptr, st.data(), 0) != 0) break;
+    for (std::size_t k = 0; k < absent.size(); ++k) status[absent[k]] = st[k];
+  }
   std::map<int, std::size_t> counts;
   for (int s : status) ++counts[s];
   return counts;
