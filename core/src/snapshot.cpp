@@ -1,8 +1,11 @@
 #include "umem/core/snapshot.hpp"
 
 #include <fstream>
+#include <map>
+#include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "umem/core/error.hpp"
@@ -68,6 +71,28 @@ class reader {
     return reader(*it, path_ + "." + key);
   }
   reader at(std::size_t i) const { return reader(j_.at(i), path_ + "[" + std::to_string(i) + "]"); }
+
+  // Containers are read element by element, so every number in them gets the checks below
+  // (nlohmann would convert 1.8e93 to an unsigned int: undefined behaviour, found by fuzzing).
+  std::size_t size() const {
+    if (!j_.is_array()) fail(std::string("wrong type (") + j_.type_name() + "), expected an array");
+    return j_.size();
+  }
+  template <typename T>
+  std::vector<T> list() const {
+    size();  // an array, or a clear error
+    std::vector<T> out;
+    out.reserve(j_.size());
+    for (std::size_t i = 0; i < j_.size(); ++i) out.push_back(at(i).template get<T>());
+    return out;
+  }
+  template <typename T>
+  std::map<std::string, T> map_of() const {
+    if (!j_.is_object()) fail(std::string("wrong type (") + j_.type_name() + "), expected an object");
+    std::map<std::string, T> out;
+    for (const auto& [key, value] : j_.items()) out.emplace(key, at(key).template get<T>());
+    return out;
+  }
 
   template <typename T>
   T get() const {
@@ -217,7 +242,7 @@ agent read_agent(const reader& r) {
   a.vendor_name = r.at("vendor_name").get<std::string>();
   a.uuid = r.at("uuid").get<std::string>();
   a.kfd_node = r.at("kfd_node").get<std::uint32_t>();
-  a.isas = r.at("isas").get<std::vector<std::string>>();
+  a.isas = r.at("isas").list<std::string>();
   a.is_apu = r.at("is_apu").opt<bool>();
   a.coherent_host_access = r.at("coherent_host_access").opt<bool>();
   a.compute_units = r.at("compute_units").get<std::uint32_t>();
@@ -299,13 +324,16 @@ numa_topology read_numa(const reader& r) {
   r.at("nodes").each([&](const reader& e) {
     numa_node node;
     node.os_index = e.at("os_index").get<int>();
-    node.cpus = e.at("cpus").get<std::vector<unsigned>>();
+    node.cpus = e.at("cpus").list<unsigned>();
     node.memory_total_bytes = e.at("memory_total_bytes").get<std::uint64_t>();
     node.memory_free_bytes = e.at("memory_free_bytes").opt<std::uint64_t>();
     node.package = e.at("package").opt<int>();
     n.nodes.push_back(std::move(node));
   });
-  n.distances = r.at("distances").get<std::vector<std::vector<std::uint32_t>>>();
+  const reader rows = r.at("distances");
+  n.distances.clear();
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    n.distances.push_back(rows.at(i).list<std::uint32_t>());
   return n;
 }
 
@@ -334,7 +362,7 @@ kfd_node read_kfd(const reader& r) {
   k.id = r.at("id").get<std::uint32_t>();
   k.name = r.at("name").get<std::string>();
   k.gpu_id = r.at("gpu_id").get<std::uint64_t>();
-  k.properties = r.at("properties").get<std::map<std::string, std::uint64_t>>();
+  k.properties = r.at("properties").map_of<std::uint64_t>();
   r.at("mem_banks").each([&](const reader& b) {
     kfd_mem_bank bank;
     bank.heap_type = b.at("heap_type").get<std::uint32_t>();
@@ -428,7 +456,7 @@ topology snapshot_from_json(std::string_view text, const std::string& origin) {
     if (t.schema_version != topology_schema_version)
       r.fail("schema_version " + std::to_string(t.schema_version) + " is not supported (this umem " +
              "reads version " + std::to_string(topology_schema_version) + ")");
-    t.sources = r.at("sources").get<std::vector<std::string>>();
+    t.sources = r.at("sources").list<std::string>();
     t.hostname = r.at("hostname").get<std::string>();
     t.hsa = read_hsa(r.at("hsa"));
     r.at("agents").each([&](const reader& a) { t.agents.push_back(read_agent(a)); });

@@ -203,6 +203,10 @@ TEST(Snapshot, RejectsBadInputWithThePath) {
   expect_parse_error(replace("\"hostname\": \"node17\",", ""), "$.hostname: missing");
   expect_parse_error(replace("\"compute_units\": 228", "\"compute_units\": -1"),
                      "$.agents[0].compute_units");
+  // Numbers inside arrays and maps get the same checks (a fuzzer found 1.8e93 read as unsigned).
+  expect_parse_error(replace("\"cpus\": [", "\"cpus\": [1.8e93, "),
+                     "$.numa.nodes[0].cpus[0]: wrong type (number)");
+  expect_parse_error(replace("\"cpus\": [", "\"cpus\": [-3, "), "$.numa.nodes[0].cpus[0]");
 }
 
 TEST(Snapshot, MissingFileIsNotFound) {
