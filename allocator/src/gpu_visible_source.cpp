@@ -18,6 +18,7 @@ segment gpu_visible_source::allocate(std::size_t bytes, const node_binding& wher
 
 segment gpu_visible_source::allocate_growable(std::size_t bytes, std::size_t reserve_bytes,
                                               const node_binding& where, coherence kind) {
+  if (!mapper_.pageable()) return allocate(bytes, where, kind);  // Note [Pinned memory does not grow]
   segment s = map_or_release(upstream_.allocate_growable(bytes, reserve_bytes, where, kind));
   if (s.reserved_size > s.size) {
     try {
@@ -32,6 +33,7 @@ segment gpu_visible_source::allocate_growable(std::size_t bytes, std::size_t res
 }
 
 bool gpu_visible_source::grow(segment& s, std::size_t extra_bytes) {
+  if (!mapper_.pageable()) return false;
   segment grown = s;
   if (!upstream_.grow(grown, extra_bytes)) return false;
   segment piece = grown;

@@ -1,17 +1,22 @@
 // Adaptor: memory from an upstream source, made GPU-accessible by a gpu_mapper before it is
 // handed out and released from the GPU before it goes back.
 //
+// Note [Pinned memory does not grow]
+// Where the mapper pins memory (cuMemHostRegister, hsa_amd_memory_lock_to_pool: pageable() is
+// false) segments never grow: a grown range would be a second registration, and a block of the
+// pool spanning two registrations is not one allocation to the driver, whose copies then fail
+// (a GPT-2 moved to an H200 failed with "CUDA error: invalid argument" in its first copy).
+// allocate_growable() is plain allocate() there and grow() answers false, so the pool takes new
+// segments instead (Note [Growable segments] in segment.hpp).
+//
 // Note [Mapped pieces]
-// A grown segment (segment.hpp, Note [Growable segments]) is mapped piece by piece: the first
-// part at allocation, then each grown range as its own segment {base + old size, growth} with
-// the segment's binding and kind. Mappers register by base address (cuMemHostRegister,
-// hsa_amd_memory_lock_to_pool are undone by the base alone), so unmapping the grown segment as
-// one range would leave every piece but the first registered. The adaptor therefore records the
-// pieces of every growable segment and, at deallocate, unmaps each exactly once before the
-// upstream releases the whole reservation. A block of the pool may span two pieces: both are
-// mapped at their host address (the mappers refuse anything else), so the GPU sees one
-// contiguous range. If mapping a grown piece fails, the growth is forgotten (the segment keeps
-// its old size) and the exception propagates; the upstream's next grow() commits over it.
+// With a pageable mapping (SVM attributes, or nothing to do with pageable memory access) a grown
+// segment (Note [Growable segments]) is mapped piece by piece: the first part at allocation, then
+// each grown range as its own segment {base + old size, growth} with the segment's binding and
+// kind; the GPU sees one contiguous range. The adaptor records the pieces of every growable
+// segment and, at deallocate, unmaps each exactly once before the upstream releases the whole
+// reservation. If mapping a grown piece fails, the growth is forgotten (the segment keeps its
+// old size) and the exception propagates; the upstream's next grow() commits over it.
 #pragma once
 
 #include <cstddef>

@@ -16,7 +16,8 @@
 // reservation. Sources that cannot grow keep the defaults: allocate_growable() is allocate()
 // and grow() answers false, so callers fall back to new segments. Adaptors forward both calls
 // (limiting_source charges a growth like a new segment; gpu_visible_source maps each grown piece
-// and unmaps every piece at deallocate).
+// and unmaps every piece at deallocate, and refuses growth where its mapper pins memory:
+// Note [Pinned memory does not grow] in gpu_visible_source.hpp).
 #pragma once
 
 #include <cstddef>
