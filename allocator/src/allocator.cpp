@@ -298,6 +298,15 @@ std::string allocator::memory_snapshot_json() const {
   return pools.dump(2);
 }
 
+std::vector<pool_report> allocator::pool_reports(bool with_segments) const {
+  std::shared_lock lock(impl_->pools_mutex);
+  std::vector<pool_report> out;
+  for (const auto& [key, pool] : impl_->pools)
+    out.push_back({pool->binding(), pool->kind(), pool->stats(),
+                   with_segments ? pool->snapshot() : pool_snapshot{}});
+  return out;
+}
+
 residency_report allocator::residency(const void* p, std::size_t bytes) const {
   return query_residency(p, bytes, impl_->mapper.get());
 }

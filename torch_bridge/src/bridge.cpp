@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <string_view>
+#include <tuple>
 
 #include "umem/allocator/gpu_mapper_factory.hpp"
 #include "umem/allocator/host_numa_source.hpp"
@@ -15,6 +15,8 @@
 
 namespace umem::torch_bridge {
 namespace {
+
+constexpr std::size_t small_limit = std::size_t{1} << 20;  // PyTorch's largest "small" block
 
 // Why memory not from umem cannot be given to the GPU, in the backend's terms.
 std::string no_gpu_access_reason(const topology& topo) {
@@ -43,19 +45,51 @@ std::unique_ptr<alloc::allocator> live_allocator(const alloc::alloc_options& opt
                                             std::move(rocr));
 }
 
-void add_stat(std::map<std::string, std::int64_t>& out, const std::string& metric,
-              const alloc::stat& s) {
-  out[metric + ".all.current"] = s.current;
-  out[metric + ".all.peak"] = s.peak;
-  out[metric + ".all.allocated"] = s.allocated;
-  out[metric + ".all.freed"] = s.freed;
+// Note [Sizes PyTorch sees] in bridge.hpp.
+std::size_t pytorch_size(std::size_t bytes) {
+  return (std::max<std::size_t>(bytes, 1) + 511) & ~std::size_t{511};
 }
 
-bool is_pool_of_node(std::string_view key, std::string_view metric, int node) {
-  const std::string prefix = std::string(metric) + ".node" + std::to_string(node) + "_";
-  if (key.substr(0, prefix.size()) != prefix) return false;
-  // "<metric>.node<N>_<kind>.<field>": exactly one more dot (not a size-class key).
-  return std::count(key.begin() + static_cast<std::ptrdiff_t>(prefix.size()), key.end(), '.') == 1;
+std::size_t class_of(std::size_t reported) {
+  return static_cast<std::size_t>(reported <= small_limit ? alloc::size_class::small_pool
+                                                          : alloc::size_class::large_pool);
+}
+
+void add(device_stats::by_class& s, std::size_t cls, std::int64_t n) {
+  s[0].increase(n);
+  s[cls].increase(n);
+}
+
+void sub(device_stats::by_class& s, std::size_t cls, std::int64_t n) {
+  s[0].decrease(n);
+  s[cls].decrease(n);
+}
+
+void reset_peaks(device_stats::by_class& s) {
+  for (alloc::stat& x : s) x.peak = x.current;
+}
+
+void reset_accumulated(device_stats::by_class& s) {
+  for (alloc::stat& x : s) x.allocated = x.freed = 0;
+}
+
+// PyTorch's way of writing a size in its messages ("800000000.00 GiB").
+std::string format_size(std::uint64_t bytes) {
+  char buf[64];
+  const auto b = static_cast<double>(bytes);
+  if (bytes <= 1024)
+    std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
+  else if (bytes <= (std::uint64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024.0);
+  else if (bytes <= (std::uint64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1048576.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
+  return buf;
+}
+
+bool bound_to(const alloc::node_binding& b, int node) {
+  return b.mode == alloc::bind_mode::bind && b.nodes.size() == 1 && b.nodes.front() == node;
 }
 
 }  // namespace
@@ -68,8 +102,8 @@ bridge::bridge(const alloc::alloc_options& options, event_factory events) {
   alloc_ = live_allocator(options, m);
   if (!events && backend->has_stream_events())
     events = [backend](int device) { return backend->make_stream_event(device); };
-  cache_ = std::make_unique<stream_ordered_cache>(std::move(events),
-                                                  [this](void* p) { alloc_->deallocate(p); });
+  cache_ = std::make_unique<stream_ordered_cache>(
+      std::move(events), [this](const held_block& b, bool shared) { released(b, shared); });
   log().info("umem torch bridge: backend {} ({}), stream events: {}", backend->name(),
              backend->reason(), backend->has_stream_events() ? "yes" : "no");
 }
@@ -79,8 +113,8 @@ bridge::bridge(std::unique_ptr<alloc::allocator> a, event_factory events,
     : alloc_(std::move(a)),
       host_memory_gpu_accessible_(host_memory_gpu_accessible),
       no_gpu_reason_(std::move(no_gpu_reason)) {
-  cache_ = std::make_unique<stream_ordered_cache>(std::move(events),
-                                                  [this](void* p) { alloc_->deallocate(p); });
+  cache_ = std::make_unique<stream_ordered_cache>(
+      std::move(events), [this](const held_block& b, bool shared) { released(b, shared); });
 }
 
 bridge::~bridge() = default;
@@ -101,127 +135,238 @@ int bridge::node_of_device(int device) const {
   return resolved.binding.nodes.empty() ? 0 : resolved.binding.nodes.front();
 }
 
-void bridge::account_allocate(int device, std::size_t usable, std::size_t requested) {
+void bridge::account_allocate(int device, std::size_t reported, std::size_t requested,
+                              bool reused) {
+  const std::size_t cls = class_of(reported);
   for (usage* u : {&usage_[device], &total_}) {
-    u->allocated.increase(static_cast<std::int64_t>(usable));
-    u->requested.increase(static_cast<std::int64_t>(requested));
-    u->allocation.increase(1);
+    add(u->allocated, cls, static_cast<std::int64_t>(reported));
+    add(u->requested, cls, static_cast<std::int64_t>(requested));
+    add(u->allocation, cls, 1);
+    add(u->active_bytes, cls, static_cast<std::int64_t>(reported));
+    add(u->active, cls, 1);
+    if (reused) ++u->stream_reuses;
   }
 }
 
-void bridge::account_free(int device, std::size_t usable) {
-  for (usage* u : {&usage_[device], &total_}) {
-    u->allocated.decrease(static_cast<std::int64_t>(usable));
-    u->allocation.decrease(1);
+void bridge::released(const held_block& b, bool shared) {
+  alloc_->deallocate(b.p);
+  if (!shared) return;  // inactive since its free (Note [Blocks used on several streams])
+  std::lock_guard lock(mutex_);
+  for (usage* u : {&usage_[b.device], &total_}) {
+    sub(u->active_bytes, class_of(b.size), static_cast<std::int64_t>(b.size));
+    sub(u->active, class_of(b.size), 1);
   }
 }
 
-void* bridge::allocate_with_retry(std::size_t bytes, const alloc::request& r, usage& u,
-                                  int device) {
+std::pair<std::int64_t, std::int64_t> bridge::reserved_of(int device) const {
+  const int node = node_of_device(device);
+  std::int64_t reserved = 0, allocated = 0;
+  for (const alloc::pool_report& r : alloc_->pool_reports(false)) {
+    if (!bound_to(r.binding, node)) continue;
+    reserved += r.stats(alloc::metric::reserved_bytes, alloc::size_class::all).current;
+    allocated += r.stats(alloc::metric::allocated_bytes, alloc::size_class::all).current;
+  }
+  return {reserved, allocated};
+}
+
+void bridge::throw_oom(std::size_t bytes, int device, const std::string& detail) {
+  {
+    std::lock_guard lock(mutex_);
+    ++usage_[device].num_ooms;
+    ++total_.num_ooms;
+  }
+  if (device < 0)
+    throw_error(errc::out_of_memory, "umem: out of memory allocating " + std::to_string(bytes) +
+                                         " bytes for the host: " + detail);
+  std::uint64_t free_bytes = 0, total = 0;
+  try {
+    std::tie(free_bytes, total) = mem_get_info(device);
+  } catch (const error&) {
+    // The message still says what was asked for; capacity is unknown here.
+  }
+  const auto [reserved, pool_allocated] = reserved_of(device);
+  std::int64_t allocated = 0;
+  std::string allowed;
+  {
+    std::lock_guard lock(mutex_);
+    const usage& u = usage_[device];
+    allocated = u.allocated[0].current;
+    if (u.cap_bytes) allowed = format_size(*u.cap_bytes) + " allowed; ";
+  }
+  const auto unused = static_cast<std::uint64_t>(std::max<std::int64_t>(reserved - pool_allocated, 0));
+  // PyTorch's own words, HIP's on ROCm builds (the backend tells which runtime PyTorch uses).
+  const char* vendor = alloc_->topo().gpu_backend.name == "rocr" ? "HIP" : "CUDA";
+  throw_error(errc::out_of_memory,
+              std::string(vendor) + " out of memory. Tried to allocate " +
+                  format_size(pytorch_size(bytes)) + ". GPU " +
+                  std::to_string(device) + " has a total capacity of " + format_size(total) +
+                  " of which " + format_size(free_bytes) + " is free. " + allowed +
+                  "Of the allocated memory " +
+                  format_size(static_cast<std::uint64_t>(allocated)) +
+                  " is allocated by PyTorch, and " + format_size(unused) +
+                  " is reserved by PyTorch but unallocated. umem: NUMA node " +
+                  std::to_string(node_of_device(device)) + ", " +
+                  std::to_string(cache_->held_bytes(device)) + " bytes waiting on streams; " +
+                  detail);
+}
+
+void* bridge::allocate_with_retry(std::size_t bytes, const alloc::request& r, int device) {
   try {
     return alloc_->allocate(bytes, r);
   } catch (const error& e) {
     if (e.code() != errc::out_of_memory) throw;
     // Like PyTorch's caching allocator: wait for the streams that still use freed blocks, give
-    // everything cached back, and try once more.
+    // everything cached back, and try once more (without touching events during a capture).
     {
       std::lock_guard lock(mutex_);
-      ++u.num_alloc_retries;
+      ++usage_[device].num_alloc_retries;
       ++total_.num_alloc_retries;
     }
-    cache_->release_all(false);
+    if (captures_.load() == 0) cache_->release_all(false);
     alloc_->trim();
     try {
       return alloc_->allocate(bytes, r);
     } catch (const error& again) {
       if (again.code() != errc::out_of_memory) throw;
-      std::lock_guard lock(mutex_);
-      ++u.num_ooms;
-      ++total_.num_ooms;
-      throw_error(errc::out_of_memory,
-                  "umem: out of memory allocating " + std::to_string(bytes) + " bytes for " +
-                      (device >= 0 ? "device " + std::to_string(device) : std::string("the host")) +
-                      " (NUMA node " + std::to_string(node_of_device(device)) + ", " +
-                      std::to_string(u.allocated.current) + " bytes allocated there by PyTorch, " +
-                      std::to_string(cache_->held_bytes(device)) +
-                      " bytes waiting on streams): " + again.what());
+      throw_oom(bytes, device, again.what());
     }
   }
 }
 
 void* bridge::allocate(std::size_t bytes, int device, void* stream) {
   if (bytes == 0) throw_error(errc::invalid_argument, "umem torch bridge: allocation of 0 bytes");
-  usage* u = nullptr;
+  if (bytes >= one_exabyte)
+    throw_error(errc::out_of_memory,
+                std::string(alloc_->topo().gpu_backend.name == "rocr" ? "HIP" : "CUDA") +
+                    " out of memory. Tried to allocate more than 1EB memory.");
+  const std::size_t reported = pytorch_size(bytes);
   {
-    std::lock_guard lock(mutex_);
-    u = &usage_[device];
-    if (u->cap_bytes && static_cast<std::uint64_t>(u->allocated.current) + bytes > *u->cap_bytes) {
-      ++u->num_ooms;
-      ++total_.num_ooms;
-      throw_error(errc::out_of_memory,
-                  "umem: out of memory allocating " + std::to_string(bytes) + " bytes for device " +
-                      std::to_string(device) + ": the memory fraction caps it at " +
-                      std::to_string(*u->cap_bytes) + " bytes and " +
-                      std::to_string(u->allocated.current) +
-                      " are allocated (torch.cuda.set_per_process_memory_fraction / "
-                      "umem.torch.set_memory_fraction)");
+    std::unique_lock lock(mutex_);
+    const usage& u = usage_[device];
+    if (u.cap_bytes && static_cast<std::uint64_t>(u.allocated[0].current) + reported > *u.cap_bytes) {
+      const std::string detail = "the memory fraction " + std::to_string(u.fraction) +
+                                 " caps device " + std::to_string(device) + " at " +
+                                 std::to_string(*u.cap_bytes) +
+                                 " bytes (torch.cuda.set_per_process_memory_fraction)";
+      lock.unlock();
+      throw_oom(bytes, device, detail);
     }
   }
-  auto [reused, usable] = cache_->reuse(bytes, device, stream);
-  void* p = reused;
-  if (p == nullptr) {
-    cache_->release_completed();
-    p = allocate_with_retry(bytes, request_for(device), *u, device);
-    usable = alloc_->allocation_size(p);
+  std::optional<held_block> reused;
+  if (device >= 0) reused = cache_->reuse(reported, device, stream);
+  void* p = nullptr;
+  if (reused) {
+    p = reused->p;
+  } else {
+    if (captures_.load() == 0) cache_->release_completed();
+    p = allocate_with_retry(reported, request_for(device), device);
   }
   std::lock_guard lock(mutex_);
-  if (reused != nullptr) {
-    ++u->stream_reuses;
-    ++total_.stream_reuses;
-  }
-  account_allocate(device, usable, bytes);
-  requested_[p] = bytes;
+  account_allocate(device, reported, bytes, reused.has_value());
+  live_[p] = live_block{bytes, reported, device, stream, {}};
   return p;
 }
 
-void bridge::deallocate(void* p, int device, void* stream) {
+void bridge::deallocate(void* p) {
   if (p == nullptr) return;
-  const std::size_t usable = alloc_->allocation_size(p);  // throws for a foreign pointer
+  live_block l;
   {
     std::lock_guard lock(mutex_);
-    auto it = requested_.find(p);
-    if (it == requested_.end())
+    auto it = live_.find(p);
+    if (it == live_.end())
       throw_error(errc::invalid_argument,
                   "umem torch bridge: free of a pointer that is not a live allocation");
-    for (usage* u : {&usage_[device], &total_})
-      u->requested.decrease(static_cast<std::int64_t>(it->second));
-    requested_.erase(it);
-    account_free(device, usable);
+    l = std::move(it->second);
+    live_.erase(it);
+    const std::size_t cls = class_of(l.reported);
+    for (usage* u : {&usage_[l.device], &total_}) {
+      sub(u->allocated, cls, static_cast<std::int64_t>(l.reported));
+      sub(u->requested, cls, static_cast<std::int64_t>(l.requested));
+      sub(u->allocation, cls, 1);
+      // A block used on its own stream only is free for that stream at once, as in PyTorch.
+      if (l.uses.empty()) {
+        sub(u->active_bytes, cls, static_cast<std::int64_t>(l.reported));
+        sub(u->active, cls, 1);
+      }
+    }
   }
-  if (device < 0)
+  if (l.device < 0) {
     alloc_->deallocate(p);
-  else
-    cache_->deallocate(p, usable, device, stream);
+    return;
+  }
+  cache_->deallocate(held_block{p, l.reported, l.device}, l.stream, l.uses, captures_.load() > 0);
+}
+
+void bridge::record_stream(void* p, void* stream) {
+  std::lock_guard lock(mutex_);
+  auto it = live_.find(p);
+  if (it == live_.end())
+    throw_error(errc::invalid_argument,
+                "umem torch bridge: record_stream of a pointer that is not a live allocation");
+  live_block& l = it->second;
+  if (stream == l.stream || std::find(l.uses.begin(), l.uses.end(), stream) != l.uses.end())
+    return;  // the allocation stream needs no event: its order already covers the use
+  l.uses.push_back(stream);
+}
+
+bool bridge::owns(const void* p) const {
+  std::lock_guard lock(mutex_);
+  return live_.count(p) != 0;
 }
 
 void* bridge::allocate_host(std::size_t bytes, int node) {
+  if (bytes == 0) throw_error(errc::invalid_argument, "umem torch bridge: allocation of 0 bytes");
   alloc::request r;
   if (node >= 0) r.where = alloc::placement{alloc::placement_kind::node, node, {}};
-  usage* u = nullptr;
-  {
-    std::lock_guard lock(mutex_);
-    u = &usage_[-1];
-  }
-  void* p = allocate_with_retry(bytes, r, *u, -1);
+  const std::size_t reported = pytorch_size(bytes);
+  void* p = allocate_with_retry(reported, r, -1);
   std::lock_guard lock(mutex_);
-  account_allocate(-1, alloc_->allocation_size(p), bytes);
-  requested_[p] = bytes;
+  account_allocate(-1, reported, bytes, false);
+  live_[p] = live_block{bytes, reported, -1, nullptr, {}};
   return p;
 }
 
-void bridge::deallocate_host(void* p) { deallocate(p, -1, nullptr); }
+void bridge::deallocate_host(void* p) { deallocate(p); }
+
+void* bridge::allocate_segment(std::size_t bytes, int device) {
+  if (bytes == 0) throw_error(errc::invalid_argument, "umem torch bridge: allocation of 0 bytes");
+  void* p = allocate_with_retry(bytes, request_for(device), device);
+  const std::size_t usable = alloc_->allocation_size(p);
+  std::lock_guard lock(mutex_);
+  lent_[p] = {usable, device};
+  for (usage* u : {&usage_[device], &total_}) {
+    u->lent_bytes += static_cast<std::int64_t>(usable);
+    ++u->lent_segments;
+  }
+  return p;
+}
+
+void bridge::deallocate_segment(void* p) {
+  if (p == nullptr) return;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = lent_.find(p);
+    if (it == lent_.end())
+      throw_error(errc::invalid_argument,
+                  "umem torch bridge: free of a pool segment that umem did not lend");
+    for (usage* u : {&usage_[it->second.second], &total_}) {
+      u->lent_bytes -= static_cast<std::int64_t>(it->second.first);
+      --u->lent_segments;
+    }
+    lent_.erase(it);
+  }
+  alloc_->deallocate(p);
+}
+
+void bridge::capture_begin() { captures_.fetch_add(1); }
+
+void bridge::capture_end() {
+  if (captures_.fetch_sub(1) == 1) cache_->arm_deferred();
+}
 
 std::size_t bridge::empty_cache(bool device_synchronized) {
+  // During a capture PyTorch's allocator keeps its cache too: releasing waits on events.
+  if (captures_.load() > 0) return 0;
   cache_->release_all(device_synchronized);
   return alloc_->trim();
 }
@@ -229,19 +374,28 @@ std::size_t bridge::empty_cache(bool device_synchronized) {
 void bridge::set_memory_fraction(double fraction, int device) {
   if (!(fraction >= 0.0 && fraction <= 1.0))
     throw_error(errc::invalid_argument, "memory fraction " + std::to_string(fraction) +
-                                            " is not in [0, 1] (0 removes the cap)");
-  const int node = node_of_device(device);
-  const numa_node* n = alloc_->topo().find_numa_node(node);
-  if (n == nullptr || n->memory_total_bytes == 0)
-    throw_error(errc::invalid_argument, "memory fraction for device " + std::to_string(device) +
-                                            ": the size of NUMA node " + std::to_string(node) +
-                                            " is unknown");
+                                            " is not in [0, 1] (1 removes the cap)");
+  std::optional<std::uint64_t> cap;
+  if (fraction < 1.0) {
+    std::uint64_t total = 0;
+    {
+      std::lock_guard lock(mutex_);
+      usage& u = usage_[device];
+      u.cap_bytes.reset();  // the capacity, not what is left under the old cap
+    }
+    total = mem_get_info(device).second;
+    cap = static_cast<std::uint64_t>(fraction * static_cast<double>(total));
+  }
   std::lock_guard lock(mutex_);
-  if (fraction == 0.0)
-    usage_[device].cap_bytes.reset();
-  else
-    usage_[device].cap_bytes =
-        static_cast<std::uint64_t>(fraction * static_cast<double>(n->memory_total_bytes));
+  usage& u = usage_[device];
+  u.fraction = fraction;
+  u.cap_bytes = cap;
+}
+
+double bridge::memory_fraction(int device) const {
+  std::lock_guard lock(mutex_);
+  auto it = usage_.find(device);
+  return it == usage_.end() ? 1.0 : it->second.fraction;
 }
 
 std::pair<std::uint64_t, std::uint64_t> bridge::mem_get_info(int device) const {
@@ -252,26 +406,41 @@ std::pair<std::uint64_t, std::uint64_t> bridge::mem_get_info(int device) const {
     throw_error(errc::unsupported, "mem_get_info: the kernel reports no memory for NUMA node " +
                                        std::to_string(node) + " (numa_node_size64 failed)");
   // Cached but unused bytes of the node's pools are free for PyTorch too.
-  std::int64_t cached = static_cast<std::int64_t>(cache_->held_bytes(device));
-  for (const auto& [key, value] : alloc_->memory_stats()) {
-    if (is_pool_of_node(key, "reserved_bytes", node) && key.ends_with(".current")) cached += value;
-    if (is_pool_of_node(key, "allocated_bytes", node) && key.ends_with(".current")) cached -= value;
-  }
+  const auto [reserved, allocated] = reserved_of(device);
+  const std::int64_t cached =
+      reserved - allocated + static_cast<std::int64_t>(cache_->held_bytes(device));
   std::uint64_t free_bytes = static_cast<std::uint64_t>(os_free) +
                              static_cast<std::uint64_t>(std::max<std::int64_t>(cached, 0));
   std::uint64_t total = static_cast<std::uint64_t>(os_total);
   std::lock_guard lock(mutex_);
   if (auto it = usage_.find(device); it != usage_.end() && it->second.cap_bytes) {
     total = std::min(total, *it->second.cap_bytes);
-    const auto used = static_cast<std::uint64_t>(it->second.allocated.current);
+    const auto used = static_cast<std::uint64_t>(it->second.allocated[0].current);
     free_bytes = std::min(free_bytes, total > used ? total - used : 0);
   }
   return {std::min(free_bytes, total), total};
 }
 
-std::map<std::string, std::int64_t> bridge::memory_stats(int device) const {
-  std::map<std::string, std::int64_t> out;
-  const std::map<std::string, std::int64_t> pools = alloc_->memory_stats();
+device_stats bridge::stats(int device) const {
+  device_stats out;
+  const int node = device >= 0 ? node_of_device(device) : -1;
+  for (const alloc::pool_report& r : alloc_->pool_reports(false)) {
+    if (device >= 0 && !bound_to(r.binding, node)) continue;
+    for (std::size_t c = 0; c < alloc::size_class_count; ++c) {
+      const auto cls = static_cast<alloc::size_class>(c);
+      for (auto [from, to] : {std::pair{alloc::metric::reserved_bytes, &out.reserved_bytes},
+                              std::pair{alloc::metric::segment, &out.segment}}) {
+        const alloc::stat& s = r.stats(from, cls);
+        alloc::stat& d = (*to)[c];
+        d.current += s.current;
+        d.peak += s.peak;  // pools of one node peak together closely enough for PyTorch's view
+        d.allocated += s.allocated;
+        d.freed += s.freed;
+      }
+    }
+    out.num_device_alloc += r.stats[alloc::counter::upstream_allocs];
+    out.num_device_free += r.stats[alloc::counter::upstream_frees];
+  }
   std::lock_guard lock(mutex_);
   usage none;
   const usage* u = &total_;
@@ -279,53 +448,114 @@ std::map<std::string, std::int64_t> bridge::memory_stats(int device) const {
     auto it = usage_.find(device);
     u = it == usage_.end() ? &none : &it->second;
   }
-  add_stat(out, "allocated_bytes", u->allocated);
-  add_stat(out, "requested_bytes", u->requested);
-  add_stat(out, "allocation", u->allocation);
-  // PyTorch counts blocks whose streams are still running as active.
-  const auto held = static_cast<std::int64_t>(cache_->held_bytes(device));
-  alloc::stat active = u->allocated;
-  active.current += held;
-  active.peak = std::max(active.peak, active.current);
-  add_stat(out, "active_bytes", active);
-  out["num_ooms"] = u->num_ooms;
-  out["num_alloc_retries"] = u->num_alloc_retries;
-  out["umem.stream_reuses"] = u->stream_reuses;
-  out["umem.held_for_streams_bytes"] = held;
-  out["umem.limit_bytes"] = u->cap_bytes ? static_cast<std::int64_t>(*u->cap_bytes) : -1;
-  if (device >= 0) {
-    // The device's memory is its NUMA node's pools: umem's segments there are what is reserved.
-    const int node = node_of_device(device);
-    out["umem.numa_node"] = node;
-    std::int64_t cur = 0, peak = 0;
-    for (const auto& [key, value] : pools) {
-      if (!is_pool_of_node(key, "reserved_bytes", node)) continue;
-      if (key.ends_with(".current")) cur += value;
-      if (key.ends_with(".peak")) peak += value;
+  out.allocation = u->allocation;
+  out.allocated_bytes = u->allocated;
+  out.requested_bytes = u->requested;
+  out.active = u->active;
+  out.active_bytes = u->active_bytes;
+  out.num_alloc_retries = u->num_alloc_retries;
+  out.num_ooms = u->num_ooms;
+  // PyTorch reports the segments it took for its own pools; here they are only blocks of umem's.
+  out.reserved_bytes[0].current -= u->lent_bytes;
+  out.segment[0].current -= u->lent_segments;
+  return out;
+}
+
+std::map<std::string, std::int64_t> bridge::memory_stats(int device) const {
+  const device_stats s = stats(device);
+  std::map<std::string, std::int64_t> out;
+  const std::pair<const char*, const device_stats::by_class*> metrics[] = {
+      {"allocation", &s.allocation},         {"segment", &s.segment},
+      {"active", &s.active},                 {"allocated_bytes", &s.allocated_bytes},
+      {"reserved_bytes", &s.reserved_bytes}, {"active_bytes", &s.active_bytes},
+      {"requested_bytes", &s.requested_bytes}};
+  for (const auto& [metric, by_class] : metrics)
+    for (std::size_t c = 0; c < alloc::size_class_count; ++c) {
+      const std::string prefix = std::string(metric) + "." +
+                                 alloc::to_string(static_cast<alloc::size_class>(c)) + ".";
+      const alloc::stat& x = (*by_class)[c];
+      out[prefix + "current"] = x.current;
+      out[prefix + "peak"] = x.peak;
+      out[prefix + "allocated"] = x.allocated;
+      out[prefix + "freed"] = x.freed;
     }
-    out["reserved_bytes.all.current"] = cur;
-    out["reserved_bytes.all.peak"] = peak;
-  } else {
-    out["reserved_bytes.all.current"] = pools.count("reserved_bytes.all.current")
-                                            ? pools.at("reserved_bytes.all.current") : 0;
-    out["reserved_bytes.all.peak"] =
-        pools.count("reserved_bytes.all.peak") ? pools.at("reserved_bytes.all.peak") : 0;
+  out["num_ooms"] = s.num_ooms;
+  out["num_alloc_retries"] = s.num_alloc_retries;
+  out["num_device_alloc"] = s.num_device_alloc;
+  out["num_device_free"] = s.num_device_free;
+  const auto held = static_cast<std::int64_t>(cache_->held_bytes(device));
+  out["umem.held_for_streams_bytes"] = held;
+  std::lock_guard lock(mutex_);
+  usage none;
+  const usage* u = &total_;
+  if (device >= 0) {
+    auto it = usage_.find(device);
+    u = it == usage_.end() ? &none : &it->second;
   }
+  out["umem.stream_reuses"] = u->stream_reuses;
+  out["umem.limit_bytes"] = u->cap_bytes ? static_cast<std::int64_t>(*u->cap_bytes) : -1;
+  if (device >= 0) out["umem.numa_node"] = node_of_device(device);
   return out;
 }
 
 void bridge::reset_peak_stats(int device) {
   std::lock_guard lock(mutex_);
   auto reset = [](usage& u) {
-    for (alloc::stat* s : {&u.allocated, &u.requested, &u.allocation}) s->peak = s->current;
+    for (device_stats::by_class* s : {&u.allocated, &u.requested, &u.allocation, &u.active,
+                                      &u.active_bytes})
+      reset_peaks(*s);
   };
   if (device >= 0) {
     reset(usage_[device]);
-    return;
+  } else {
+    for (auto& [d, u] : usage_) reset(u);
+    reset(total_);
   }
-  for (auto& [d, u] : usage_) reset(u);
-  reset(total_);
+  // Segments are the pools': their peaks restart too (other devices' pools included when they
+  // share a node, as reserved_bytes does).
   alloc_->reset_peak_stats();
+}
+
+void bridge::reset_accumulated_stats(int device) {
+  std::lock_guard lock(mutex_);
+  auto reset = [](usage& u) {
+    for (device_stats::by_class* s : {&u.allocated, &u.requested, &u.allocation, &u.active,
+                                      &u.active_bytes})
+      reset_accumulated(*s);
+    u.num_ooms = u.num_alloc_retries = 0;
+  };
+  if (device >= 0) {
+    reset(usage_[device]);
+  } else {
+    for (auto& [d, u] : usage_) reset(u);
+    reset(total_);
+  }
+}
+
+std::vector<segment_view> bridge::segments(int device) const {
+  const int node = node_of_device(device);
+  std::vector<segment_view> out;
+  const auto reports = alloc_->pool_reports(true);
+  std::lock_guard lock(mutex_);
+  for (const alloc::pool_report& r : reports) {
+    if (!bound_to(r.binding, node)) continue;
+    for (const alloc::segment_snapshot& s : r.snapshot.segments) {
+      segment_view v{s.base, s.size, s.pool == alloc::size_class::large_pool, {}};
+      for (const alloc::block_snapshot& b : s.blocks) {
+        block_view bv{b.size, 0, false, false};
+        // A block umem handed out but PyTorch freed waits for its streams: free for PyTorch.
+        if (b.allocated)
+          if (auto it = live_.find(reinterpret_cast<const void*>(s.base + b.offset));
+              it != live_.end()) {
+            bv.allocated = bv.active = true;
+            bv.requested = it->second.requested;
+          }
+        v.blocks.push_back(bv);
+      }
+      out.push_back(std::move(v));
+    }
+  }
+  return out;
 }
 
 gpu_access bridge::access(const void* p, std::size_t bytes) const {

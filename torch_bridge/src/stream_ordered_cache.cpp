@@ -4,11 +4,11 @@
 
 namespace umem::torch_bridge {
 
-stream_ordered_cache::stream_ordered_cache(event_factory events, std::function<void(void*)> release)
+stream_ordered_cache::stream_ordered_cache(event_factory events, release_fn release)
     : events_(std::move(events)), release_(std::move(release)) {}
 
 // Blocks still held at destruction stay with the umem allocator, which outlives no one: the
-// bridge is never destroyed (see bridge.cpp), so this runs only in tests.
+// bridge is never destroyed (see umem_torch.cpp), so this runs only in tests.
 stream_ordered_cache::~stream_ordered_cache() = default;
 
 std::unique_ptr<alloc::stream_event> stream_ordered_cache::take_event(int device) {
@@ -21,82 +21,125 @@ std::unique_ptr<alloc::stream_event> stream_ordered_cache::take_event(int device
   return events_ ? events_(device) : nullptr;
 }
 
-void stream_ordered_cache::recycle_event(int device, std::unique_ptr<alloc::stream_event> e) {
-  if (e) spare_events_[device].push_back(std::move(e));
+void stream_ordered_cache::recycle_events(held& h) {
+  for (auto& e : h.events)
+    if (e) spare_events_[h.b.device].push_back(std::move(e));
+  h.events.clear();
 }
 
-void stream_ordered_cache::deallocate(void* p, std::size_t size, int device, void* stream) {
+bool stream_ordered_cache::record_events(held& h) {
+  h.deferred = false;
+  for (std::size_t i = 0; i <= h.uses.size(); ++i) {
+    auto e = take_event(h.b.device);
+    if (!e) {
+      recycle_events(h);
+      return false;
+    }
+    e->record(i == 0 ? h.stream : h.uses[i - 1]);
+    h.events.push_back(std::move(e));
+  }
+  return true;
+}
+
+bool stream_ordered_cache::completed(held& h, bool wait) {
+  if (h.events.empty()) return false;
+  for (auto& e : h.events) {
+    if (wait)
+      e->synchronize();
+    else if (!e->query())
+      return false;
+  }
+  return true;
+}
+
+void stream_ordered_cache::release(held& h) {
+  recycle_events(h);
+  release_(h.b, !h.uses.empty());
+}
+
+void stream_ordered_cache::deallocate(const held_block& b, void* stream,
+                                      std::span<void* const> uses, bool defer) {
   std::lock_guard lock(mutex_);
-  stream_blocks& s = streams_[{device, stream}];
-  auto keep = [&](std::unique_ptr<alloc::stream_event> e) {
-    s.in_free_order.push_back(held{p, size, std::move(e)});
-    s.by_size.emplace(size, std::prev(s.in_free_order.end()));
+  held h{b, stream, std::vector<void*>(uses.begin(), uses.end()), {}, defer};
+  auto keep = [&] {
+    if (h.uses.empty()) {
+      stream_blocks& s = streams_[{b.device, stream}];
+      s.in_free_order.push_back(std::move(h));
+      s.by_size.emplace(b.size, std::prev(s.in_free_order.end()));
+    } else {
+      shared_.push_back(std::move(h));
+    }
   };
-  std::unique_ptr<alloc::stream_event> event;
+  if (defer) {
+    keep();
+    return;
+  }
   try {
-    event = take_event(device);
-    if (event) {
-      event->record(stream);
-      if (event->query()) {  // nothing pending on the stream: no GPU, or an idle one
-        recycle_event(device, std::move(event));
-        release_(p);
-        return;
-      }
+    if (record_events(h) && completed(h, false)) {  // nothing pending: no GPU, or idle streams
+      release(h);
+      return;
     }
   } catch (...) {
-    keep(nullptr);  // the event cannot be trusted: only a synchronized release_all frees it
+    recycle_events(h);  // an event that failed cannot be trusted: only release_all(true) frees it
+    keep();
     throw;
   }
-  keep(std::move(event));
+  keep();
 }
 
-std::pair<void*, std::size_t> stream_ordered_cache::reuse(std::size_t size, int device,
-                                                          void* stream) {
+std::optional<held_block> stream_ordered_cache::reuse(std::size_t size, int device, void* stream) {
   std::lock_guard lock(mutex_);
   auto it = streams_.find({device, stream});
-  if (it == streams_.end()) return {nullptr, 0};
+  if (it == streams_.end()) return std::nullopt;
   stream_blocks& s = it->second;
   auto fit = s.by_size.lower_bound(size);
-  if (fit == s.by_size.end() || fit->first / 2 > size) return {nullptr, 0};
+  if (fit == s.by_size.end() || fit->first / 2 > size) return std::nullopt;
   auto block = fit->second;
-  const std::pair<void*, std::size_t> out{block->p, block->size};
-  recycle_event(device, std::move(block->event));
+  const held_block out = block->b;
+  recycle_events(*block);
   s.by_size.erase(fit);
   s.in_free_order.erase(block);
   return out;
 }
 
-std::size_t stream_ordered_cache::release_front(stream_blocks& s, int device, bool all,
-                                                bool wait) {
+std::size_t stream_ordered_cache::release_front(stream_blocks& s, bool all, bool wait) {
   std::size_t bytes = 0;
   while (!s.in_free_order.empty()) {
     held& h = s.in_free_order.front();
-    if (!all) {
-      // Events of one stream complete in order: the first pending one ends the scan.
-      if (!h.event || !h.event->query()) break;
-    } else if (wait && h.event) {
-      h.event->synchronize();
-    } else if (wait && !h.event) {
-      break;  // nothing to wait on: only a synchronized release may take it
-    }
-    for (auto f = s.by_size.lower_bound(h.size); f != s.by_size.end(); ++f)
+    // Events of one stream complete in order: the first pending one ends the scan. A block
+    // without events waits for a synchronized release_all.
+    if ((!all || wait) && !completed(h, wait)) break;
+    for (auto f = s.by_size.lower_bound(h.b.size); f != s.by_size.end(); ++f)
       if (f->second == s.in_free_order.begin()) {
         s.by_size.erase(f);
         break;
       }
-    release_(h.p);
-    bytes += h.size;
-    recycle_event(device, std::move(h.event));
+    bytes += h.b.size;
+    release(h);
     s.in_free_order.pop_front();
+  }
+  return bytes;
+}
+
+std::size_t stream_ordered_cache::release_shared(bool all, bool wait) {
+  std::size_t bytes = 0;
+  for (auto it = shared_.begin(); it != shared_.end();) {
+    if ((!all || wait) && !completed(*it, wait)) {
+      ++it;
+      continue;
+    }
+    bytes += it->b.size;
+    release(*it);
+    it = shared_.erase(it);
   }
   return bytes;
 }
 
 std::size_t stream_ordered_cache::release_completed() {
   std::lock_guard lock(mutex_);
-  std::size_t bytes = 0;
+  std::size_t bytes = release_shared(false, false);
   for (auto it = streams_.begin(); it != streams_.end();) {
-    bytes += release_front(it->second, it->first.first, false, false);
+    bytes += release_front(it->second, false, false);
     it = it->second.in_free_order.empty() ? streams_.erase(it) : std::next(it);
   }
   return bytes;
@@ -104,12 +147,21 @@ std::size_t stream_ordered_cache::release_completed() {
 
 std::size_t stream_ordered_cache::release_all(bool synchronized) {
   std::lock_guard lock(mutex_);
-  std::size_t bytes = 0;
+  std::size_t bytes = release_shared(true, !synchronized);
   for (auto it = streams_.begin(); it != streams_.end();) {
-    bytes += release_front(it->second, it->first.first, true, !synchronized);
+    bytes += release_front(it->second, true, !synchronized);
     it = it->second.in_free_order.empty() ? streams_.erase(it) : std::next(it);
   }
   return bytes;
+}
+
+void stream_ordered_cache::arm_deferred() {
+  std::lock_guard lock(mutex_);
+  for (auto& [key, s] : streams_)
+    for (held& h : s.in_free_order)
+      if (h.deferred) record_events(h);
+  for (held& h : shared_)
+    if (h.deferred) record_events(h);
 }
 
 std::size_t stream_ordered_cache::held_bytes(int device) const {
@@ -117,7 +169,9 @@ std::size_t stream_ordered_cache::held_bytes(int device) const {
   std::size_t bytes = 0;
   for (const auto& [key, s] : streams_)
     if (device < 0 || key.first == device)
-      for (const held& h : s.in_free_order) bytes += h.size;
+      for (const held& h : s.in_free_order) bytes += h.b.size;
+  for (const held& h : shared_)
+    if (device < 0 || h.b.device == device) bytes += h.b.size;
   return bytes;
 }
 

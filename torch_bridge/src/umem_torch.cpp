@@ -13,6 +13,8 @@
 #include <new>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "umem/allocator/live_machine.hpp"
 #include "umem/core/error.hpp"
@@ -148,7 +150,9 @@ void umem_torch_free(void* ptr, ssize_t size, int device, void* stream) {
                         "umem_torch_free: size " + std::to_string(size) +
                             " does not match the allocation (" + std::to_string(usable) +
                             " usable bytes)");
-    get_bridge().deallocate(ptr, device, stream);
+    (void)device;  // the bridge recorded both at allocation
+    (void)stream;
+    get_bridge().deallocate(ptr);
   });
 }
 
@@ -174,6 +178,12 @@ umem_status umem_torch_empty_cache(int device_synchronized, size_t* released) {
 
 umem_status umem_torch_set_memory_fraction(double fraction, int device) {
   return guarded([&] { get_bridge().set_memory_fraction(fraction, device); });
+}
+
+umem_status umem_torch_get_memory_fraction(int device, double* fraction) {
+  if (fraction == nullptr)
+    return fail(UMEM_ERR_INVALID_ARGUMENT, "umem_torch_get_memory_fraction: fraction is NULL");
+  return guarded([&] { *fraction = get_bridge().memory_fraction(device); });
 }
 
 umem_status umem_torch_mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) {
@@ -256,6 +266,91 @@ umem_status umem_torch_set_event_provider(const umem_torch_event_provider* provi
     return fail(UMEM_ERR_INVALID_ARGUMENT,
                 "umem_torch_set_event_provider: every function of the provider must be set");
   event_provider = *provider;
+  return UMEM_OK;
+}
+
+umem_status umem_torch_alloc(size_t size, int device, void* stream, void** out) {
+  if (out == nullptr) return fail(UMEM_ERR_INVALID_ARGUMENT, "umem_torch_alloc: out is NULL");
+  *out = nullptr;
+  if (device < 0)
+    return fail(UMEM_ERR_INVALID_ARGUMENT,
+                "umem_torch_alloc: device " + std::to_string(device) + " is not a GPU index");
+  return guarded([&] { *out = get_bridge().allocate(size, device, stream); });
+}
+
+umem_status umem_torch_release(void* ptr) {
+  if (ptr == nullptr) return UMEM_OK;
+  return guarded([&] { get_bridge().deallocate(ptr); });
+}
+
+umem_status umem_torch_segment_alloc(size_t size, int device, void** out) {
+  if (out == nullptr)
+    return fail(UMEM_ERR_INVALID_ARGUMENT, "umem_torch_segment_alloc: out is NULL");
+  *out = nullptr;
+  return guarded([&] { *out = get_bridge().allocate_segment(size, device); });
+}
+
+umem_status umem_torch_segment_free(void* ptr) {
+  return guarded([&] { get_bridge().deallocate_segment(ptr); });
+}
+
+umem_status umem_torch_record_stream(void* ptr, void* stream) {
+  return guarded([&] { get_bridge().record_stream(ptr, stream); });
+}
+
+int umem_torch_owns(const void* ptr) {
+  int owned = 0;
+  guarded([&] { owned = get_bridge().owns(ptr) ? 1 : 0; });
+  return owned;
+}
+
+void umem_torch_capture_begin(void) {
+  guarded([&] { get_bridge().capture_begin(); });
+}
+
+void umem_torch_capture_end(void) {
+  guarded([&] { get_bridge().capture_end(); });
+}
+
+umem_status umem_torch_get_device_stats(int device, umem_torch_device_stats* out) {
+  if (out == nullptr)
+    return fail(UMEM_ERR_INVALID_ARGUMENT, "umem_torch_get_device_stats: out is NULL");
+  return guarded([&] {
+    const umem::torch_bridge::device_stats s = get_bridge().stats(device);
+    const std::pair<umem_torch_stat*, const umem::torch_bridge::device_stats::by_class*> pairs[] = {
+        {out->allocation, &s.allocation},         {out->segment, &s.segment},
+        {out->active, &s.active},                 {out->allocated_bytes, &s.allocated_bytes},
+        {out->reserved_bytes, &s.reserved_bytes}, {out->active_bytes, &s.active_bytes},
+        {out->requested_bytes, &s.requested_bytes}};
+    for (const auto& [to, from] : pairs)
+      for (std::size_t c = 0; c < from->size(); ++c)
+        to[c] = {(*from)[c].current, (*from)[c].peak, (*from)[c].allocated, (*from)[c].freed};
+    out->num_alloc_retries = s.num_alloc_retries;
+    out->num_ooms = s.num_ooms;
+    out->num_device_alloc = s.num_device_alloc;
+    out->num_device_free = s.num_device_free;
+  });
+}
+
+umem_status umem_torch_reset_accumulated_stats(int device) {
+  return guarded([&] { get_bridge().reset_accumulated_stats(device); });
+}
+
+umem_status umem_torch_visit_segments(int device, umem_torch_segment_visitor visit, void* ctx) {
+  if (visit == nullptr)
+    return fail(UMEM_ERR_INVALID_ARGUMENT, "umem_torch_visit_segments: visit is NULL");
+  std::vector<umem::torch_bridge::segment_view> segments;
+  const umem_status s = guarded([&] { segments = get_bridge().segments(device); });
+  if (s != UMEM_OK) return s;
+  std::vector<umem_torch_block_info> blocks;
+  for (const auto& seg : segments) {
+    blocks.clear();
+    for (const auto& b : seg.blocks)
+      blocks.push_back({b.size, b.requested, b.allocated ? 1 : 0, b.active ? 1 : 0});
+    const umem_torch_segment_info info{seg.address, seg.size, seg.is_large ? 1 : 0, blocks.size(),
+                                       blocks.data()};
+    visit(ctx, &info);
+  }
   return UMEM_OK;
 }
 

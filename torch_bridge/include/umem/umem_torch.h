@@ -10,18 +10,24 @@
  * from UMEM_ALLOC_CONF, or explicitly by umem_torch_init. Device d means the GPU with index d in
  * PyTorch's numbering, which is the order of the topology's GPUs ("device:d" placement).
  *
+ * Two ways in: umem_torch_malloc/umem_torch_free are the functions PyTorch's pluggable allocator
+ * loads; umem_torch_alloc and the functions after it serve umem's PyTorch allocator extension
+ * (python/umem, docs/torch-bridge.md), which implements PyTorch's whole allocator interface.
+ *
  * Note [Stream-ordered reuse]
  * A block freed on stream A is handed out again at once to a request on stream A (stream order
  * makes that safe), but to another stream only after A's work queued before the free has completed:
  * the free records an event on A and the block goes back to the umem pool when the event has
- * completed. Without a GPU (the "none" backend) events complete at once and reuse is immediate.
- * Where the backend has no events (ROCr today) and no provider is set, blocks are reused by their
- * own stream only and return to the pool at umem_torch_empty_cache(1), whose caller asserts that
- * every device has been synchronized. */
+ * completed. A block that umem_torch_record_stream says is used on other streams too is reused by
+ * no stream until the work queued on all of them at the free has completed. Without a GPU (the
+ * "none" backend) events complete at once and reuse is immediate. Where the backend has no events
+ * and no provider is set, blocks are reused by their own stream only and return to the pool at
+ * umem_torch_empty_cache(1), whose caller asserts that every device has been synchronized. */
 #ifndef UMEM_UMEM_TORCH_H
 #define UMEM_UMEM_TORCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "umem/umem.h"
@@ -57,8 +63,10 @@ umem_status umem_torch_host_free(void* ptr);
  * event (or on a stream without events) are returned too. *released gets the bytes (may be NULL). */
 umem_status umem_torch_empty_cache(int device_synchronized, size_t* released);
 
-/* Caps device's allocations at fraction (0 < f <= 1) of its NUMA node's memory; 0 removes it. */
+/* PyTorch's per-process memory fraction: caps device's allocations at fraction (0 <= f <= 1) of
+ * its capacity (umem_torch_mem_get_info's total without a cap); 1 (the default) removes the cap. */
 umem_status umem_torch_set_memory_fraction(double fraction, int device);
+umem_status umem_torch_get_memory_fraction(int device, double* fraction);
 
 /* Free and total bytes for device: total is the NUMA node's memory (or the fraction's cap); free is
  * what the kernel reports free on that node plus the bridge's cached-but-unused bytes there,
@@ -98,6 +106,57 @@ typedef struct umem_torch_event_provider {
   void (*destroy)(void* event);
 } umem_torch_event_provider;
 umem_status umem_torch_set_event_provider(const umem_torch_event_provider* provider);
+
+/* --- For umem's PyTorch allocator extension ---------------------------------------------------
+ * At least `size` bytes for `device` (>= 0) used on `stream`, in *out. UMEM_ERR_OUT_OF_MEMORY's
+ * message starts like PyTorch's ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a
+ * total capacity of ...", HIP on ROCr) and ends with umem's detail. */
+umem_status umem_torch_alloc(size_t size, int device, void* stream, void** out);
+/* Frees a block of umem_torch_alloc; it waits for its allocation stream and the streams
+ * umem_torch_record_stream named (Note [Stream-ordered reuse]). */
+umem_status umem_torch_release(void* ptr);
+umem_status umem_torch_record_stream(void* ptr, void* stream);
+/* Memory PyTorch's own caching allocator takes for its private pools (graphs, MemPools): umem
+ * memory of the device, not counted in umem_torch_get_device_stats (PyTorch counts it). */
+umem_status umem_torch_segment_alloc(size_t size, int device, void** out);
+umem_status umem_torch_segment_free(void* ptr);
+/* 1 when ptr is a live block of umem_torch_alloc or umem_torch_host_malloc, else 0. */
+int umem_torch_owns(const void* ptr);
+/* A CUDA/HIP graph capture begins / ends in the process: while one is underway no event is
+ * queried or recorded (frees are deferred until the last capture ends). */
+void umem_torch_capture_begin(void);
+void umem_torch_capture_end(void);
+
+/* PyTorch's DeviceStats for `device` (-1: every device and the host). Index 0 of each array is
+ * "all", 1 "small_pool" (blocks of at most 1 MiB), 2 "large_pool". Sizes are PyTorch's
+ * (requests rounded up to 512 bytes); reserved_bytes and segment are umem's segments holding the
+ * device's memory. */
+typedef struct umem_torch_stat {
+  int64_t current, peak, allocated, freed;
+} umem_torch_stat;
+typedef struct umem_torch_device_stats {
+  umem_torch_stat allocation[3], segment[3], active[3], allocated_bytes[3], reserved_bytes[3],
+      active_bytes[3], requested_bytes[3];
+  int64_t num_alloc_retries, num_ooms, num_device_alloc, num_device_free;
+} umem_torch_device_stats;
+umem_status umem_torch_get_device_stats(int device, umem_torch_device_stats* out);
+umem_status umem_torch_reset_accumulated_stats(int device);
+
+/* The segments holding device's memory, each with its blocks in address order, for PyTorch's
+ * memory snapshots. `visit` is called once per segment, outside umem's locks. */
+typedef struct umem_torch_block_info {
+  uint64_t size, requested;
+  int allocated; /* handed to PyTorch */
+  int active;    /* allocated, or freed but still used by a stream */
+} umem_torch_block_info;
+typedef struct umem_torch_segment_info {
+  uint64_t address, size;
+  int is_large;
+  size_t block_count;
+  const umem_torch_block_info* blocks;
+} umem_torch_segment_info;
+typedef void (*umem_torch_segment_visitor)(void* ctx, const umem_torch_segment_info* segment);
+umem_status umem_torch_visit_segments(int device, umem_torch_segment_visitor visit, void* ctx);
 
 /* The bridge's configuration and sources, one per line. */
 char* umem_torch_describe(void);

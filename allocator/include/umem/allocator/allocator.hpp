@@ -18,6 +18,7 @@
 #include <memory_resource>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "umem/allocator/alloc_config.hpp"
 #include "umem/allocator/gpu_mapper.hpp"
@@ -31,6 +32,15 @@ namespace umem::alloc {
 
 class caching_pool;
 struct resolved_placement;
+
+// One pool as the torch bridge reports it per device: what it is bound to, its statistics and,
+// when asked for, its segments.
+struct pool_report {
+  node_binding binding;
+  coherence kind = coherence::fine;
+  pool_stats stats;
+  pool_snapshot snapshot;  // empty unless pool_reports(true)
+};
 
 // Per-request overrides of the configured placement and coherence.
 struct request {
@@ -71,6 +81,8 @@ class allocator {
   void reset_peak_stats();
   // Every segment and block of every pool (like torch.cuda.memory_snapshot), as JSON.
   std::string memory_snapshot_json() const;
+  // Every pool, typed; with their segments when `with_segments`.
+  std::vector<pool_report> pool_reports(bool with_segments) const;
 
   residency_report residency(const void* p, std::size_t bytes) const;
   bool gpu_accessible() const;

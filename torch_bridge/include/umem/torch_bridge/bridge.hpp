@@ -1,19 +1,33 @@
-// The PyTorch bridge: one umem allocator serving PyTorch's pluggable-allocator hooks per device
-// (each device's memory on its NUMA node), CPU tensors on chosen nodes, stream-ordered reuse,
-// per-device statistics with PyTorch's keys, a per-device memory cap, and the GPU-access verdict
-// zero-copy aliases rely on. umem_torch.h is its C face; docs/torch-bridge.md its semantics.
+// The PyTorch bridge: one umem allocator serving PyTorch's allocations per device (each device's
+// memory on its NUMA node), CPU tensors on chosen nodes, stream-ordered reuse with blocks used on
+// several streams, PyTorch's statistics per device, a per-device memory fraction, the
+// out-of-memory message PyTorch users know, and the GPU-access verdict zero-copy aliases rely on.
+// umem_torch.h is its C face; docs/torch-bridge.md its semantics.
+//
+// Note [Sizes PyTorch sees]
+// PyTorch's caching allocator rounds every request up to a multiple of 512 bytes and counts
+// that rounded size in allocated_bytes and active_bytes; its own tests and tools (memory
+// snapshots, graph memory accounting) expect it. The bridge asks umem for the rounded size and
+// reports it, so statistics mean the same with either allocator; reserved_bytes are umem's real
+// segments. Blocks of at most 1 MiB count in the "small_pool" statistics, larger ones in
+// "large_pool", as in PyTorch.
 //
 // Thread safety: every member function may be called from any thread.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "umem/allocator/alloc_config.hpp"
 #include "umem/allocator/allocator.hpp"
@@ -30,6 +44,35 @@ struct gpu_access {
   std::string reason;
 };
 
+// PyTorch's DeviceStats, as far as umem keeps them; arrays are indexed by alloc::size_class
+// (all, small_pool, large_pool).
+struct device_stats {
+  using by_class = std::array<alloc::stat, alloc::size_class_count>;
+  by_class allocation, segment, active, allocated_bytes, reserved_bytes, active_bytes,
+      requested_bytes;
+  std::int64_t num_alloc_retries = 0;
+  std::int64_t num_ooms = 0;
+  std::int64_t num_device_alloc = 0;  // segments obtained from the upstream
+  std::int64_t num_device_free = 0;
+};
+
+// One block of a segment, as PyTorch's snapshots describe it.
+struct block_view {
+  std::size_t size = 0;
+  std::size_t requested = 0;
+  bool allocated = false;  // handed to PyTorch
+  bool active = false;     // allocated, or freed but waiting for its streams
+};
+struct segment_view {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  bool is_large = false;
+  std::vector<block_view> blocks;  // in address order, covering the segment
+};
+
+// 2^60: PyTorch refuses such a request before trying ("more than 1EB").
+inline constexpr std::uint64_t one_exabyte = std::uint64_t{1} << 60;
+
 class bridge {
  public:
   // This machine: live discovery, the selected GPU backend's mapper and stream events.
@@ -43,25 +86,49 @@ class bridge {
   bridge(const bridge&) = delete;
   bridge& operator=(const bridge&) = delete;
 
-  // PyTorch's hooks. Throws umem::error: out_of_memory (the cap, or the node after releasing
-  // completed blocks, waiting for pending ones and trimming; the message has the device, node
-  // and statistics), invalid_argument (unknown device).
+  // A block of at least `bytes` for `device` (>= 0) used on `stream` (Note [Sizes PyTorch
+  // sees]). Throws umem::error: out_of_memory with PyTorch's first line ("CUDA out of memory.
+  // Tried to allocate ... GPU d has a total capacity of ...", HIP on ROCr) and umem's detail, after releasing completed blocks, waiting for pending ones and trimming;
+  // invalid_argument (size 0, unknown device).
   void* allocate(std::size_t bytes, int device, void* stream);
-  // Throws umem::error(invalid_argument) for a pointer that is not a live allocation.
-  void deallocate(void* p, int device, void* stream);
+  // Frees a live allocation of allocate(); it waits for its stream (and the streams
+  // record_stream named) before another stream may get it. Throws umem::error(invalid_argument)
+  // for a pointer that is not a live allocation.
+  void deallocate(void* p);
+  // PyTorch's Tensor.record_stream: `p` (a live allocation) is also used on `stream`.
+  void record_stream(void* p, void* stream);
+  // Whether `p` is a live allocation of allocate() or allocate_host().
+  bool owns(const void* p) const;
+
+  // Memory PyTorch's own caching allocator takes for its private pools (graph captures,
+  // MemPools): the device's umem memory, left out of this bridge's statistics since PyTorch counts
+  // what it does with it (a pool segment is not reserved twice). Throws like allocate().
+  void* allocate_segment(std::size_t bytes, int device);
+  void deallocate_segment(void* p);
 
   // CPU tensors: `node` >= 0 binds to that node, -1 uses the configured placement.
   void* allocate_host(std::size_t bytes, int node);
   void deallocate_host(void* p);
 
+  // A graph capture begins / ends somewhere in the process (Note [Frees during graph capture]
+  // in stream_ordered_cache.hpp): while one is underway no event is queried or recorded.
+  void capture_begin();
+  void capture_end();
+
   std::size_t empty_cache(bool device_synchronized);
-  // 0 < fraction <= 1 of the device's NUMA node memory; 0 removes the cap.
+  // PyTorch's set_per_process_memory_fraction: 0 <= fraction <= 1 of the device's capacity
+  // (mem_get_info's total without a cap); 1 removes the cap.
   void set_memory_fraction(double fraction, int device);
+  double memory_fraction(int device) const;
   // {free, total} bytes (umem_torch.h).
   std::pair<std::uint64_t, std::uint64_t> mem_get_info(int device) const;
   // PyTorch keys for `device`, or all devices and host memory for -1 (see docs/torch-bridge.md).
   std::map<std::string, std::int64_t> memory_stats(int device) const;
+  device_stats stats(int device) const;
   void reset_peak_stats(int device);
+  void reset_accumulated_stats(int device);
+  // The segments holding `device`'s memory and their blocks.
+  std::vector<segment_view> segments(int device) const;
 
   gpu_access access(const void* p, std::size_t bytes) const;
   // The NUMA node device's memory goes to.
@@ -73,27 +140,39 @@ class bridge {
 
  private:
   struct usage {  // one device's (or the host's, key -1) share; guarded by mutex_
-    alloc::stat allocated;   // usable bytes handed to PyTorch
-    alloc::stat requested;   // bytes PyTorch asked for
-    alloc::stat allocation;  // live blocks
+    device_stats::by_class allocated, requested, allocation, active, active_bytes;
     std::int64_t num_ooms = 0;
     std::int64_t num_alloc_retries = 0;
     std::int64_t stream_reuses = 0;
+    double fraction = 1.0;
     std::optional<std::uint64_t> cap_bytes;
+    std::int64_t lent_bytes = 0;  // allocate_segment's blocks, counted by PyTorch itself
+    std::int64_t lent_segments = 0;
+  };
+  struct live_block {
+    std::size_t requested = 0;
+    std::size_t reported = 0;  // Note [Sizes PyTorch sees]
+    int device = -1;
+    void* stream = nullptr;
+    std::vector<void*> uses;  // other streams (record_stream)
   };
   alloc::request request_for(int device) const;
-  void* allocate_with_retry(std::size_t bytes, const alloc::request& r, usage& u, int device);
-  void account_allocate(int device, std::size_t usable, std::size_t requested);
-  void account_free(int device, std::size_t usable);
+  void* allocate_with_retry(std::size_t bytes, const alloc::request& r, int device);
+  [[noreturn]] void throw_oom(std::size_t bytes, int device, const std::string& detail);
+  void account_allocate(int device, std::size_t reported, std::size_t requested, bool reused);
+  void released(const held_block& b, bool shared);
+  std::pair<std::int64_t, std::int64_t> reserved_of(int device) const;
 
   std::unique_ptr<alloc::allocator> alloc_;
   bool host_memory_gpu_accessible_ = false;
   std::string no_gpu_reason_;
   std::unique_ptr<stream_ordered_cache> cache_;
+  std::atomic<int> captures_{0};
   mutable std::mutex mutex_;
   std::map<int, usage> usage_;   // by device; -1 for host allocations
   usage total_;                  // every device and the host together (peaks of the sum)
-  std::map<const void*, std::size_t> requested_;  // requested bytes of live allocations
+  std::unordered_map<const void*, live_block> live_;
+  std::unordered_map<const void*, std::pair<std::size_t, int>> lent_;  // usable bytes, device
 };
 
 }  // namespace umem::torch_bridge

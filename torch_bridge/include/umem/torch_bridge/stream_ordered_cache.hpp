@@ -1,7 +1,19 @@
 // Blocks PyTorch freed on a stream, held until every stream may use them (Note [Stream-ordered
 // reuse] in umem_torch.h). Sits between the torch allocator hooks and the umem allocator: a free
 // lands here, a malloc first asks here for a block freed on its own stream, and blocks whose
-// event has completed are released to the umem pool, where any stream may get them.
+// events have completed are released to the umem pool, where any stream may get them.
+//
+// Note [Blocks used on several streams]
+// A block that PyTorch was told is used on other streams (Tensor.record_stream) may be reused by
+// no stream, its own included, before the work queued on every one of those streams at the free
+// has completed: the free records one event per stream, and the block goes back to the pool only
+// when all of them have completed (PyTorch's caching allocator does the same).
+//
+// Note [Frees during graph capture]
+// While a CUDA/HIP graph is being captured, event queries are illegal and an event recorded on a
+// capturing stream becomes a node of the graph, so a free then records nothing: the block is kept
+// "deferred" (still reusable by its own stream, whose order makes that safe) until arm_deferred()
+// records its events once no capture is underway.
 //
 // Thread safety: all member functions may be called from any thread (one mutex).
 #pragma once
@@ -12,6 +24,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -23,49 +37,73 @@ namespace umem::torch_bridge {
 // wait for a synchronized release_all).
 using event_factory = std::function<std::unique_ptr<alloc::stream_event>(int device)>;
 
+// A block in the cache; `size` is what reuse() compares requests with (the bridge: the size it
+// reports to PyTorch, never more than the block's usable size).
+struct held_block {
+  void* p = nullptr;
+  std::size_t size = 0;
+  int device = 0;
+};
+
 class stream_ordered_cache {
  public:
-  // `release` returns a block to the umem pool; it must not call back into this cache.
-  stream_ordered_cache(event_factory events, std::function<void(void*)> release);
+  // `release` returns a block to the umem pool; `shared` says it was used on several streams
+  // (it never went back to its stream's reuse). It must not call back into this cache.
+  using release_fn = std::function<void(const held_block& b, bool shared)>;
+  stream_ordered_cache(event_factory events, release_fn release);
   ~stream_ordered_cache();
   stream_ordered_cache(const stream_ordered_cache&) = delete;
   stream_ordered_cache& operator=(const stream_ordered_cache&) = delete;
 
-  // `p` (usable size `size`) was freed on `stream` of `device`: released at once when its event
-  // has already completed (no GPU), else kept. Throws what the event throws (then `p` is kept
-  // for a synchronized release_all).
-  void deallocate(void* p, std::size_t size, int device, void* stream);
-  // The smallest block freed on the same (device, stream) that fits `size` without wasting more
-  // than half of it; null if none. Ownership passes to the caller.
-  std::pair<void*, std::size_t> reuse(std::size_t size, int device, void* stream);
-  // Releases the blocks whose events have completed, per stream in free order; bytes released.
+  // `b` was freed on `stream`, and used on `uses` too (Note [Blocks used on several streams]):
+  // released at once when its events have already completed (no GPU), else kept. `defer`: a
+  // graph capture is underway (Note [Frees during graph capture]). Throws what an event throws
+  // (then the block is kept for a synchronized release_all).
+  void deallocate(const held_block& b, void* stream, std::span<void* const> uses, bool defer);
+  // The smallest block freed on the same (device, stream), used on no other stream, that fits
+  // `size` without wasting more than half of it. Ownership passes to the caller.
+  std::optional<held_block> reuse(std::size_t size, int device, void* stream);
+  // Releases the blocks whose events have completed; bytes released. Never call it while a
+  // graph capture is underway (it queries events).
   std::size_t release_completed();
   // Releases every block: waits for each event when `synchronized` is false; when true the caller
   // asserts all GPU work is done (blocks without events go too). Bytes released.
   std::size_t release_all(bool synchronized);
+  // Records the events of blocks freed during a capture (Note [Frees during graph capture]).
+  void arm_deferred();
   // Bytes held for `device` (-1: all devices).
   std::size_t held_bytes(int device) const;
 
  private:
   struct held {
-    void* p = nullptr;
-    std::size_t size = 0;
-    std::unique_ptr<alloc::stream_event> event;  // null: no event (waits for release_all(true))
+    held_block b;
+    void* stream = nullptr;
+    std::vector<void*> uses;  // other streams; events are recorded on stream and each of them
+    // Empty: none recorded (deferred, or the backend has none: waits for release_all(true)).
+    std::vector<std::unique_ptr<alloc::stream_event>> events;
+    bool deferred = false;
   };
   using stream_key = std::pair<int, void*>;  // device, stream
+  // Blocks used on their own stream only: events complete in free order.
   struct stream_blocks {
     std::list<held> in_free_order;
     std::multimap<std::size_t, std::list<held>::iterator> by_size;
   };
 
   std::unique_ptr<alloc::stream_event> take_event(int device);
-  void recycle_event(int device, std::unique_ptr<alloc::stream_event> e);
-  std::size_t release_front(stream_blocks& s, int device, bool all, bool wait);
+  void recycle_events(held& h);
+  // Records an event on h.stream and each of h.uses; false when the backend has no events.
+  bool record_events(held& h);
+  bool completed(held& h, bool wait);
+  std::size_t release_front(stream_blocks& s, bool all, bool wait);
+  std::size_t release_shared(bool all, bool wait);
+  void release(held& h);
 
   event_factory events_;
-  std::function<void(void*)> release_;
+  release_fn release_;
   mutable std::mutex mutex_;
   std::map<stream_key, stream_blocks> streams_;
+  std::list<held> shared_;  // blocks used on several streams (any device)
   std::map<int, std::vector<std::unique_ptr<alloc::stream_event>>> spare_events_;
 };
 

@@ -1,0 +1,481 @@
+// umem as PyTorch's whole CUDA allocator (HIP on ROCm builds: torch.utils.cpp_extension hipifies
+// this file). Built against the installed PyTorch by python/umem/_extension.py and installed with
+// torch.cuda.memory.change_current_allocator; libumem_torch.so does the memory work through its C
+// functions (umem/umem_torch.h), whose addresses the Python package hands over, so the library
+// is loaded once, by the package.
+//
+// Note [Two allocators, one interface]
+// PyTorch's pluggable allocator passes only malloc and free: record_stream, statistics,
+// snapshots, graph private pools and MemPools stay unimplemented there. Implementing
+// c10::cuda::CUDACachingAllocator::CUDAAllocator gives all of them. Default allocations are
+// umem's: placed on the device's NUMA node (or its own memory on a discrete GPU), reused in
+// stream order, counted in PyTorch's statistics. Allocations routed to a private pool (a graph
+// capture, torch.cuda.use_mem_pool, torch.compile's CUDA graphs) go to PyTorch's own caching
+// allocator, which keeps those pools with their exact semantics (checkpoints, live-allocation
+// checks, use_on_oom, no_split); their segments come from umem too, unless the MemPool brought
+// its own allocator. Every call PyTorch makes about those pools is forwarded to it.
+//
+// Note [Capture safety]
+// While any pool routing is active (a capture may be underway in some thread), umem records and
+// queries no events (umem_torch_capture_begin) and every umem call runs in relaxed capture mode,
+// so that an allocation on another thread does not invalidate a capture in "global" mode.
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/cuda/CUDAPluggableAllocator.h>
+#include <torch/extension.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "umem/umem_torch.h"
+
+namespace {
+
+namespace cca = c10::cuda::CUDACachingAllocator;
+namespace cda = c10::CachingDeviceAllocator;
+
+// libumem_torch.so's functions, from the Python package (install()); the types come from the
+// header, so a mismatch does not compile.
+struct umem_functions {
+#define UMEM_FN(name) decltype(&::name) name = nullptr;
+#define UMEM_FUNCTIONS(X)                                                                     \
+  X(umem_torch_alloc) X(umem_torch_release) X(umem_torch_record_stream) X(umem_torch_owns)    \
+  X(umem_torch_segment_alloc) X(umem_torch_segment_free) X(umem_torch_capture_begin)         \
+  X(umem_torch_capture_end) X(umem_torch_get_device_stats) X(umem_torch_reset_peak_stats)    \
+  X(umem_torch_reset_accumulated_stats) X(umem_torch_empty_cache)                            \
+  X(umem_torch_set_memory_fraction) X(umem_torch_get_memory_fraction)                        \
+  X(umem_torch_mem_get_info) X(umem_torch_visit_segments) X(umem_torch_set_event_provider)   \
+  X(umem_torch_last_error)
+  UMEM_FUNCTIONS(UMEM_FN)
+#undef UMEM_FN
+};
+umem_functions fn;  // set once by install(), before the allocator exists
+
+std::string umem_message() { return fn.umem_torch_last_error(); }
+
+void check(umem_status s, const char* what) {
+  if (s == UMEM_ERR_OUT_OF_MEMORY)
+    TORCH_CHECK_WITH(OutOfMemoryError, false, umem_message());
+  TORCH_CHECK(s == UMEM_OK, "umem: ", what, " failed: ", umem_message());
+}
+
+// Events in PyTorch's own runtime for umem's stream-ordered reuse (umem_torch_event_provider).
+void* event_create(int device) {
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  cudaEvent_t e = nullptr;
+  if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return e;
+}
+void event_record(void* e, void* stream) {
+  C10_CUDA_CHECK_WARN(cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(stream)));
+}
+int event_query(void* e) {
+  const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+  if (r == cudaSuccess) return 1;
+  (void)cudaGetLastError();
+  return r == cudaErrorNotReady ? 0 : -static_cast<int>(r);
+}
+void event_synchronize(void* e) {
+  C10_CUDA_CHECK_WARN(cudaEventSynchronize(static_cast<cudaEvent_t>(e)));
+}
+void event_destroy(void* e) { C10_CUDA_CHECK_WARN(cudaEventDestroy(static_cast<cudaEvent_t>(e))); }
+const umem_torch_event_provider events{event_create, event_record, event_query,
+                                       event_synchronize, event_destroy};
+
+class umem_cuda_allocator;
+umem_cuda_allocator* the_allocator = nullptr;  // PyTorch keeps it for the process's life
+
+void delete_block(void* p);
+
+void add_stat(c10::CachingAllocator::Stat& to, const umem_torch_stat& from) {
+  to.current += from.current;
+  to.peak += from.peak;
+  to.allocated += from.allocated;
+  to.freed += from.freed;
+}
+
+class umem_cuda_allocator final : public cca::CUDAAllocator {
+ public:
+  explicit umem_cuda_allocator(cca::CUDAAllocator* native) : native_(native) {
+    segments_ = torch::cuda::CUDAPluggableAllocator::createCustomAllocator(
+        [](size_t size, int device, cudaStream_t) -> void* {
+          void* p = nullptr;
+          const c10::cuda::CUDAStreamCaptureModeGuard relaxed(cudaStreamCaptureModeRelaxed);
+          return fn.umem_torch_segment_alloc(size, device, &p) == UMEM_OK ? p : nullptr;
+        },
+        [](void* p, size_t, int, cudaStream_t) {
+          if (fn.umem_torch_segment_free(p) != UMEM_OK)
+            TORCH_WARN("umem: freeing a pool segment failed: ", umem_message());
+        });
+  }
+
+  // --- allocation ---------------------------------------------------------------------------
+  c10::DataPtr allocate(size_t n) override {
+    const c10::DeviceIndex device = c10::cuda::current_device();
+    const c10::Device where(c10::DeviceType::CUDA, device);
+    if (n == 0) return {nullptr, nullptr, &delete_block, where};
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+    void* p = routed(device, stream) ? native_->raw_alloc_with_stream(n, stream)
+                                     : umem_alloc(n, device, stream);
+    return {p, p, &delete_block, where};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &delete_block; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    C10_CUDA_CHECK(cudaMemcpy(dest, src, count, cudaMemcpyDeviceToDevice));
+  }
+  void* raw_alloc(size_t n) override {
+    const c10::DeviceIndex device = c10::cuda::current_device();
+    return raw_alloc_with_stream(n, c10::cuda::getCurrentCUDAStream(device).stream());
+  }
+  void* raw_alloc_with_stream(size_t n, cudaStream_t stream) override {
+    if (n == 0) return nullptr;
+    const c10::DeviceIndex device = c10::cuda::current_device();
+    return routed(device, stream) ? native_->raw_alloc_with_stream(n, stream)
+                                  : umem_alloc(n, device, stream);
+  }
+  void raw_delete(void* p) override { free(p); }
+
+  void free(void* p) {
+    if (p == nullptr) return;
+    if (fn.umem_torch_owns(p) == 0) {
+      native_->raw_delete(p);
+      return;
+    }
+    const std::optional<c10::cuda::CUDAStreamCaptureModeGuard> relaxed = relaxed_if_capturing();
+    if (fn.umem_torch_release(p) != UMEM_OK) TORCH_WARN("umem: free failed: ", umem_message());
+  }
+
+  void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
+    void* p = ptr.get();
+    if (p == nullptr) return;
+    if (fn.umem_torch_owns(p) != 0) {
+      check(fn.umem_torch_record_stream(p, stream.stream()), "record_stream");
+      return;
+    }
+    // PyTorch's allocator only honours its own deleter: hand it the pointer the way it made it.
+    c10::DataPtr theirs(p, p, native_->raw_deleter(), ptr.device());
+    native_->recordStream(theirs, stream);
+    (void)theirs.release_context();
+  }
+
+  // --- statistics and cache -----------------------------------------------------------------
+  cda::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    cda::DeviceStats s = native_->getDeviceStats(device);
+    umem_torch_device_stats u{};
+    check(fn.umem_torch_get_device_stats(device, &u), "statistics");
+    for (std::size_t c = 0; c < 3; ++c) {
+      add_stat(s.allocation[c], u.allocation[c]);
+      add_stat(s.segment[c], u.segment[c]);
+      add_stat(s.active[c], u.active[c]);
+      add_stat(s.allocated_bytes[c], u.allocated_bytes[c]);
+      add_stat(s.reserved_bytes[c], u.reserved_bytes[c]);
+      add_stat(s.active_bytes[c], u.active_bytes[c]);
+      add_stat(s.requested_bytes[c], u.requested_bytes[c]);
+    }
+    s.num_alloc_retries += u.num_alloc_retries;
+    s.num_ooms += u.num_ooms;
+    s.num_device_alloc += u.num_device_alloc;
+    s.num_device_free += u.num_device_free;
+    return s;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    native_->resetAccumulatedStats(device);
+    check(fn.umem_torch_reset_accumulated_stats(device), "reset_accumulated_memory_stats");
+  }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    native_->resetPeakStats(device);
+    check(fn.umem_torch_reset_peak_stats(device), "reset_peak_memory_stats");
+  }
+  void emptyCache(c10::MempoolId_t mempool_id) override {
+    // Like PyTorch's: the default pool is released only while no pool routing is active, and
+    // releasing waits for the events of blocks still used by streams, not for whole devices.
+    if (mempool_id.first == 0 && mempool_id.second == 0 && routes_.load() == 0)
+      check(fn.umem_torch_empty_cache(0, nullptr), "empty_cache");
+    native_->emptyCache(mempool_id);
+  }
+  void cacheInfo(c10::DeviceIndex device, size_t* largest) override {
+    native_->cacheInfo(device, largest);
+  }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    size_t free_bytes = 0, total = 0;
+    check(fn.umem_torch_mem_get_info(device, &free_bytes, &total), "mem_get_info");
+    return {free_bytes, total};
+  }
+  double getMemoryFraction(c10::DeviceIndex device) override {
+    double f = 1.0;
+    check(fn.umem_torch_get_memory_fraction(device, &f), "get_per_process_memory_fraction");
+    return f;
+  }
+  void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
+    native_->setMemoryFraction(fraction, device);
+    check(fn.umem_torch_set_memory_fraction(fraction, device), "set_per_process_memory_fraction");
+  }
+
+  cca::SnapshotInfo snapshot(c10::MempoolId_t mempool_id, bool include_traces) override {
+    cca::SnapshotInfo info = native_->snapshot(mempool_id, include_traces);
+    if (mempool_id.first != 0 || mempool_id.second != 0) return info;
+    for (c10::DeviceIndex d = 0; d < c10::cuda::device_count(); ++d) {
+      struct visit_ctx {
+        c10::DeviceIndex device;
+        std::vector<cda::SegmentInfo>* out;
+      } ctx{d, &info.segments};
+      check(fn.umem_torch_visit_segments(
+                d,
+                [](void* c, const umem_torch_segment_info* s) {
+                  auto* v = static_cast<visit_ctx*>(c);
+                  cda::SegmentInfo seg;
+                  seg.device = v->device;
+                  seg.address = s->address;
+                  seg.total_size = s->size;
+                  seg.is_large = s->is_large != 0;
+                  for (size_t i = 0; i < s->block_count; ++i) {
+                    const umem_torch_block_info& b = s->blocks[i];
+                    cda::BlockInfo block;
+                    block.size = b.size;
+                    block.requested_size = b.requested;
+                    block.allocated = b.allocated != 0;
+                    block.active = b.active != 0;
+                    if (block.allocated) seg.allocated_size += b.size;
+                    if (block.active) seg.active_size += b.size;
+                    seg.requested_size += b.requested;
+                    seg.blocks.push_back(std::move(block));
+                  }
+                  v->out->push_back(std::move(seg));
+                },
+                &ctx),
+            "memory_snapshot");
+    }
+    return info;
+  }
+
+  // --- private pools: PyTorch's own allocator (Note [Two allocators, one interface]) ----------
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                           std::function<bool(cudaStream_t)> filter) override {
+    const bool fresh = native_->getPoolUseCount(device, mempool_id) == 0;
+    if (fresh) native_->createOrIncrefPool(device, mempool_id, segments_);
+    native_->beginAllocateToPool(device, mempool_id, filter);
+    if (fresh) native_->releasePool(device, mempool_id);  // the routing holds the pool now
+    {
+      std::lock_guard lock(routes_mutex_);
+      routing_.push_back(route{device, mempool_id, std::move(filter)});
+      routes_.store(static_cast<int>(routing_.size()));
+    }
+    fn.umem_torch_capture_begin();
+  }
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+    native_->endAllocateToPool(device, mempool_id);
+    {
+      std::lock_guard lock(routes_mutex_);
+      for (auto it = routing_.begin(); it != routing_.end(); ++it)
+        if (it->device == device && it->id == mempool_id) {
+          routing_.erase(it);
+          break;
+        }
+      routes_.store(static_cast<int>(routing_.size()));
+    }
+    fn.umem_torch_capture_end();
+  }
+  void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                          std::shared_ptr<cca::CUDAAllocator> allocator) override {
+    native_->createOrIncrefPool(device, mempool_id, allocator ? std::move(allocator) : segments_);
+  }
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+    native_->releasePool(device, mempool_id);
+  }
+  int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+    return native_->getPoolUseCount(device, mempool_id);
+  }
+  void setUseOnOOM(c10::DeviceIndex device, c10::MempoolId_t mempool_id, bool use_on_oom) override {
+    native_->setUseOnOOM(device, mempool_id, use_on_oom);
+  }
+  void setNoSplit(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+    native_->setNoSplit(device, mempool_id);
+  }
+  bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                                const std::unordered_set<void*>& expected) override {
+    return native_->checkPoolLiveAllocations(device, mempool_id, expected);
+  }
+  std::shared_ptr<cca::AllocatorState> getCheckpointState(c10::DeviceIndex device,
+                                                          c10::MempoolId_t id) override {
+    return native_->getCheckpointState(device, id);
+  }
+  cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex device,
+                                              std::shared_ptr<cca::AllocatorState> pps) override {
+    cca::CheckpointDelta delta = native_->setCheckpointPoolState(device, std::move(pps));
+    // The new blocks are PyTorch's; give them this allocator's deleter like every other.
+    for (c10::DataPtr& d : delta.dataptrs_allocd) {
+      void* p = d.release_context();
+      d = c10::DataPtr(p, p, &delete_block, d.device());
+    }
+    return delta;
+  }
+
+  // --- the rest is PyTorch's allocator's --------------------------------------------------------
+  void init(int device_count) override { native_->init(device_count); }
+  bool initialized() override { return native_->initialized(); }
+  void enable(bool value) override { native_->enable(value); }
+  bool isEnabled() const override { return native_->isEnabled(); }
+  std::vector<cca::StreamSegmentSize> getExpandableSegmentSizes(c10::DeviceIndex device) override {
+    return native_->getExpandableSegmentSizes(device);
+  }
+  void* getBaseAllocation(void* ptr, size_t* size) override {
+    TORCH_CHECK(fn.umem_torch_owns(ptr) == 0, not_shareable());
+    return native_->getBaseAllocation(ptr, size);
+  }
+  cca::ShareableHandle shareIpcHandle(void* ptr) override {
+    TORCH_CHECK(fn.umem_torch_owns(ptr) == 0, not_shareable());
+    return native_->shareIpcHandle(ptr);
+  }
+  std::shared_ptr<void> getIpcDevPtr(std::string handle) override {
+    return native_->getIpcDevPtr(std::move(handle));
+  }
+  bool isHistoryEnabled() override { return native_->isHistoryEnabled(); }
+  void recordHistory(bool enabled, cca::CreateContextFn context_recorder,
+                     size_t alloc_trace_max_entries, cca::RecordContext when, bool clear_history,
+                     const std::vector<std::string>& skip_actions) override {
+    native_->recordHistory(enabled, context_recorder, alloc_trace_max_entries, when,
+                           clear_history, skip_actions);
+  }
+  void recordAnnotation(const std::vector<std::pair<std::string, std::string>>& md) override {
+    native_->recordAnnotation(md);
+  }
+  void pushCompileContext(std::string& md) override { native_->pushCompileContext(md); }
+  void popCompileContext() override { native_->popCompileContext(); }
+  void setUserMetadata(const std::string& metadata) override {
+    native_->setUserMetadata(metadata);
+  }
+  std::string getUserMetadata() override { return native_->getUserMetadata(); }
+  void attachOutOfMemoryObserver(cca::OutOfMemoryObserver observer) override {
+    {
+      std::lock_guard lock(routes_mutex_);
+      oom_observers_.push_back(observer);
+    }
+    native_->attachOutOfMemoryObserver(std::move(observer));
+  }
+  void attachAllocatorTraceTracker(cca::AllocatorTraceTracker tracker) override {
+    native_->attachAllocatorTraceTracker(std::move(tracker));
+  }
+  void enablePeerAccess(c10::DeviceIndex dev, c10::DeviceIndex dev_to_access) override {
+    native_->enablePeerAccess(dev, dev_to_access);
+  }
+  cudaError_t memcpyAsync(void* dst, int dst_device, const void* src, int src_device,
+                          size_t count, cudaStream_t stream, bool p2p_enabled) override {
+    return native_->memcpyAsync(dst, dst_device, src, src_device, count, stream, p2p_enabled);
+  }
+  std::string name() override { return "umem"; }
+
+ private:
+  struct route {
+    c10::DeviceIndex device;
+    c10::MempoolId_t id;
+    std::function<bool(cudaStream_t)> filter;
+  };
+
+  static std::string not_shareable() {
+    return "umem: this tensor's memory comes from umem's allocator, which PyTorch cannot share "
+           "with another process through CUDA IPC; allocate tensors to be shared before "
+           "umem.torch.enable(), or inside torch.cuda.use_mem_pool(torch.cuda.MemPool())";
+  }
+
+  // Whether a private pool takes allocations of `stream` now (Note [Two allocators, one
+  // interface]); the first matching routing wins, as in PyTorch's allocator.
+  bool routed(c10::DeviceIndex device, cudaStream_t stream) {
+    if (routes_.load(std::memory_order_acquire) == 0) return false;
+    std::lock_guard lock(routes_mutex_);
+    for (const route& r : routing_)
+      if (r.device == device && r.filter(stream)) return true;
+    return false;
+  }
+
+  std::optional<c10::cuda::CUDAStreamCaptureModeGuard> relaxed_if_capturing() const {
+    std::optional<c10::cuda::CUDAStreamCaptureModeGuard> g;
+    if (routes_.load(std::memory_order_acquire) != 0) g.emplace(cudaStreamCaptureModeRelaxed);
+    return g;
+  }
+
+  void* umem_alloc(size_t n, c10::DeviceIndex device, cudaStream_t stream) {
+    void* p = nullptr;
+    umem_status s;
+    {
+      const std::optional<c10::cuda::CUDAStreamCaptureModeGuard> relaxed = relaxed_if_capturing();
+      s = fn.umem_torch_alloc(n, device, stream, &p);
+    }
+    if (s == UMEM_ERR_OUT_OF_MEMORY) {
+      const std::string message = umem_message();
+      std::vector<cca::OutOfMemoryObserver> observers;
+      {
+        std::lock_guard lock(routes_mutex_);
+        observers = oom_observers_;
+      }
+      if (!observers.empty()) {
+        size_t free_bytes = 0, total = 0;
+        (void)fn.umem_torch_mem_get_info(device, &free_bytes, &total);
+        for (const auto& o : observers) o(device, n, total, free_bytes);
+      }
+      TORCH_CHECK_WITH(OutOfMemoryError, false, message);
+    }
+    check(s, "allocation");
+    return p;
+  }
+
+  cca::CUDAAllocator* native_;
+  std::shared_ptr<cca::CUDAAllocator> segments_;  // umem memory for PyTorch's private pools
+  std::mutex routes_mutex_;                       // guards routing_ and oom_observers_
+  std::vector<route> routing_;
+  std::atomic<int> routes_{0};  // routing_.size(), read without the lock
+  std::vector<cca::OutOfMemoryObserver> oom_observers_;
+};
+
+void delete_block(void* p) { the_allocator->free(p); }
+
+// Takes libumem_torch.so's functions {name: address} and sets umem's event provider; raises
+// naming any function missing from the table.
+void install(const pybind11::dict& functions) {
+  TORCH_CHECK(the_allocator == nullptr, "umem: the allocator extension is installed already");
+  auto take = [&](const char* name) -> std::uintptr_t {
+    TORCH_CHECK(functions.contains(name), "umem: libumem_torch.so function ", name,
+                " was not passed to the allocator extension");
+    return functions[name].cast<std::uintptr_t>();
+  };
+#define UMEM_TAKE(name) fn.name = reinterpret_cast<decltype(fn.name)>(take(#name));
+  UMEM_FUNCTIONS(UMEM_TAKE)
+#undef UMEM_TAKE
+}
+
+// Umem's event provider in PyTorch's runtime; UMEM_ERR_ALREADY_INITIALIZED when umem's bridge
+// already exists (then the GPU backend's own events serve, where it has them).
+int set_event_provider() { return fn.umem_torch_set_event_provider(&events); }
+
+std::shared_ptr<cca::CUDAAllocator> make_allocator() {
+  TORCH_CHECK(fn.umem_torch_alloc != nullptr, "umem: install() the library's functions first");
+  TORCH_CHECK(the_allocator == nullptr, "umem: the allocator exists already");
+  auto a = std::make_shared<umem_cuda_allocator>(cca::get());
+  the_allocator = a.get();
+  return a;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "umem's CUDA/HIP allocator for PyTorch (docs/torch-bridge.md)";
+  m.def("install", &install, "take libumem_torch.so's functions {name: address}");
+  m.def("set_event_provider", &set_event_provider, "umem's stream events in PyTorch's runtime");
+  m.def("make_allocator", &make_allocator,
+        "the allocator, for torch.cuda.memory.change_current_allocator");
+}
