@@ -219,14 +219,17 @@ def empty(*size, dtype=None, node=None, requires_grad=False):
 
 
 class _HostBlock:
-    """Owns one umem host allocation; frees it when the last alias drops it."""
+    """Owns one umem host allocation; frees it when the last alias drops it. Holds the free
+    function itself: at interpreter exit the last alias may die after this module's globals are
+    cleared, and a lookup through them would fail (and print) in __del__."""
 
     def __init__(self, ptr):
         self.ptr = ptr
+        self._free = _lib.lib().umem_torch_host_free
 
     def __del__(self):
         if self.ptr:
-            _lib.lib().umem_torch_host_free(self.ptr)
+            self._free(self.ptr)
 
 
 def residency(t):
@@ -273,10 +276,17 @@ _alias_lock = threading.RLock()
 
 
 @_DELETER
-def _release_alias(managed):
-    # PyTorch calls this when the alias's storage dies (any thread; ctypes takes the GIL).
-    with _alias_lock:
-        _live_aliases.pop(ctypes.addressof(managed.contents), None)
+def _release_alias(managed, aliases=_live_aliases, lock=_alias_lock, addressof=ctypes.addressof):
+    # PyTorch calls this when the alias's storage dies (any thread; ctypes takes the GIL), also
+    # during interpreter shutdown after this module's globals are cleared: hence the defaults.
+    with lock:
+        aliases.pop(addressof(managed.contents), None)
+
+
+# Never freed, nor what it holds (the registry, so the structs PyTorch points to): an alias in a
+# reference cycle dies in the shutdown's last garbage collection, which could otherwise free the
+# callback and the registry first, and PyTorch would call into freed memory.
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_release_alias))
 
 
 _capsule_new = ctypes.pythonapi.PyCapsule_New
