@@ -2,7 +2,6 @@
 CPU tensors on chosen NUMA nodes, and per-rank binding. docs/torch-bridge.md gives the semantics
 (ownership, alias validity, synchronization) precisely; read it before using the aliases.
 """
-import contextlib
 import ctypes
 import os
 import threading
@@ -14,7 +13,8 @@ from ._lib import UmemError
 
 __all__ = ["enable", "enabled", "memory_stats", "memory_summary", "empty_cache", "mem_get_info",
            "set_memory_fraction", "reset_peak_memory_stats", "empty", "residency", "gpu_access",
-           "as_device", "as_host", "zero_copy", "bind_local_rank", "UmemTorchError"]
+           "as_device", "as_host", "zero_copy", "ZeroCopyLog", "bind_local_rank",
+           "UmemTorchError"]
 
 
 class UmemTorchError(RuntimeError):
@@ -219,14 +219,17 @@ def empty(*size, dtype=None, node=None, requires_grad=False):
 
 
 class _HostBlock:
-    """Owns one umem host allocation; frees it when the last alias drops it."""
+    """Owns one umem host allocation; frees it when the last alias drops it. Holds the free
+    function itself: at interpreter exit the last alias may die after this module's globals are
+    cleared, and a lookup through them would fail (and print) in __del__."""
 
     def __init__(self, ptr):
         self.ptr = ptr
+        self._free = _lib.lib().umem_torch_host_free
 
     def __del__(self):
         if self.ptr:
-            _lib.lib().umem_torch_host_free(self.ptr)
+            self._free(self.ptr)
 
 
 def residency(t):
@@ -273,10 +276,17 @@ _alias_lock = threading.RLock()
 
 
 @_DELETER
-def _release_alias(managed):
-    # PyTorch calls this when the alias's storage dies (any thread; ctypes takes the GIL).
-    with _alias_lock:
-        _live_aliases.pop(ctypes.addressof(managed.contents), None)
+def _release_alias(managed, aliases=_live_aliases, lock=_alias_lock, addressof=ctypes.addressof):
+    # PyTorch calls this when the alias's storage dies (any thread; ctypes takes the GIL), also
+    # during interpreter shutdown after this module's globals are cleared: hence the defaults.
+    with lock:
+        aliases.pop(addressof(managed.contents), None)
+
+
+# Never freed, nor what it holds (the registry, so the structs PyTorch points to): an alias in a
+# reference cycle dies in the shutdown's last garbage collection, which could otherwise free the
+# callback and the registry first, and PyTorch would call into freed memory.
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_release_alias))
 
 
 _capsule_new = ctypes.pythonapi.PyCapsule_New
@@ -350,122 +360,15 @@ def as_host(t, synchronize=True):
     return _alias_like(t, torch.device("cpu"))
 
 
-# --- zero_copy() mode ---------------------------------------------------------------------------
+# --- zero_copy() mode (python/umem/zero_copy.py) -----------------------------------------------
 
-class ZeroCopyLog:
-    """What zero_copy() did: `events` is a list of (operation, "alias" | "copy", reason)."""
-
-    def __init__(self, strict):
-        self.strict = strict
-        self.events = []
-
-    @property
-    def aliases(self):
-        return [e for e in self.events if e[1] == "alias"]
-
-    @property
-    def copies(self):
-        return [e for e in self.events if e[1] == "copy"]
-
-
-_zc_state = threading.local()
-
-
-def _why_not_alias(t, device, dtype, memory_format, copy):
-    """None when `t` may be aliased onto `device`; else the reason for a real copy."""
-    if copy:
-        return "copy=True asks for a copy"
-    if device is None or device.type == t.device.type:
-        return "no device change"
-    if dtype is not None and dtype != t.dtype:
-        return f"dtype change ({t.dtype} -> {dtype}) needs new memory"
-    if t.layout != torch.strided:
-        return f"layout {t.layout} is not strided"
-    if memory_format not in (None, torch.preserve_format) and \
-            not t.is_contiguous(memory_format=memory_format):
-        return f"memory format change to {memory_format}"
-    if not t.is_contiguous():
-        return "non-contiguous tensor"
-    if t.requires_grad:
-        return "the tensor requires grad: an alias would not be connected to the autograd graph"
-    if not torch.cuda.is_available():
-        return "no GPU: torch.cuda.is_available() is False"
-    access = gpu_access(t)
-    if device.type == "cpu" and not access["umem"]:
-        return "the GPU tensor's memory is not umem's: " + access["reason"]
-    if device.type != "cpu" and not access["accessible"]:
-        return "the GPU cannot access it: " + access["reason"]
-    return None
-
-
-def _zero_copy_convert(op, original, t, device, dtype, memory_format, copy, non_blocking,
-                       call_original):
-    log = getattr(_zc_state, "log", None)
-    reason = _why_not_alias(t, device, dtype, memory_format, copy)
-    if reason is None:
-        log.events.append((op, "alias", f"{t.device} -> {device}"))
-        if device.type == "cpu":
-            return as_host(t, synchronize=not non_blocking)
-        return as_device(t, device)
-    log.events.append((op, "copy", reason))
-    if log.strict and reason != "no device change":
-        raise UmemTorchError(f"zero_copy(strict=True): {op} would copy: {reason}")
-    return call_original()
-
-
-def _parse_to(t, args, kwargs):
-    kwargs = dict(kwargs)
-    copy = kwargs.pop("copy", False)
-    if len(args) >= 4:  # to(device, dtype, non_blocking, copy)
-        copy = copy or bool(args[3])
-        args = args[:3]
-    if args and isinstance(args[0], torch.Tensor):
-        other = args[0]
-        device, dtype = other.device, other.dtype
-        non_blocking = bool(args[1]) if len(args) > 1 else kwargs.get("non_blocking", False)
-        memory_format = kwargs.get("memory_format")
-    else:
-        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
-    return device, dtype, non_blocking, memory_format, copy
-
-
-@contextlib.contextmanager
-def zero_copy(strict=False):
-    """Inside, Tensor.to(device), .cuda() and .cpu() of contiguous tensors whose memory the target
-    can use in place return aliases (as_device / as_host) instead of copies. dtype or layout
-    changes, non-contiguous tensors, tensors requiring grad and copy=True make real copies; the
-    yielded ZeroCopyLog records every decision with its reason. strict=True raises instead of
-    copying. Patches torch.Tensor for the whole process while active: use it from one thread."""
-    if getattr(_zc_state, "log", None) is not None:
-        raise UmemTorchError("zero_copy() is already active in this thread")
-    log = ZeroCopyLog(strict)
-    originals = {name: getattr(torch.Tensor, name) for name in ("to", "cuda", "cpu")}
-
-    def to(self, *args, **kwargs):
-        device, dtype, non_blocking, memory_format, copy = _parse_to(self, args, kwargs)
-        return _zero_copy_convert("to", originals["to"], self, device, dtype, memory_format, copy,
-                                  non_blocking, lambda: originals["to"](self, *args, **kwargs))
-
-    def cuda(self, device=None, non_blocking=False, **kwargs):
-        target = torch.device("cuda", _device_index(device if device is not None else "cuda")) \
-            if torch.cuda.is_available() else torch.device("cuda")
-        return _zero_copy_convert(
-            "cuda", originals["cuda"], self, target, None, kwargs.get("memory_format"), False,
-            non_blocking, lambda: originals["cuda"](self, device, non_blocking, **kwargs))
-
-    def cpu(self, *args, **kwargs):
-        return _zero_copy_convert("cpu", originals["cpu"], self, torch.device("cpu"), None,
-                                  kwargs.get("memory_format"), False, False,
-                                  lambda: originals["cpu"](self, *args, **kwargs))
-
-    _zc_state.log = log
-    torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu = to, cuda, cpu
-    try:
-        yield log
-    finally:
-        torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu = (
-            originals["to"], originals["cuda"], originals["cpu"])
-        _zc_state.log = None
+def __getattr__(name):
+    # Resolved on first use: zero_copy.py imports this module, so an import at load time would
+    # fail whenever umem.zero_copy is imported first.
+    if name in ("zero_copy", "ZeroCopyLog"):
+        from . import zero_copy as module
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- rank binding -------------------------------------------------------------------------------

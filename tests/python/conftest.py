@@ -29,6 +29,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def umem_gpu():
+    """umem as PyTorch's GPU allocator for this process (enabled once, before anything else
+    touches the GPU, so run GPU tests in their own pytest process: `pytest -m gpu`); skips where
+    the GPU cannot use umem memory in place. Yields umem's NUMA node of GPU 0."""
+    import torch
+    import umem.torch as ut
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    ut.enable()
+    node = ut.memory_stats(0).get("umem.numa_node", 0)
+    access = ut.gpu_access(ut.empty(16, node=node))
+    if not access["accessible"]:
+        pytest.skip("umem memory is not GPU-accessible on this machine, so PyTorch's kernels "
+                    "cannot use it: " + access["reason"])
+    return node
+
+
 @pytest.fixture
 def fixture_file():
     """Path of a capture in the fixtures directory; skips naming the file when it is absent."""

@@ -12,20 +12,8 @@ import torch
 
 import umem.torch as ut
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("umem_gpu")]
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-@pytest.fixture(scope="module", autouse=True)
-def umem_enabled():
-    if not torch.cuda.is_available():
-        pytest.skip("no GPU")
-    ut.enable()
-    probe = ut.empty(16, node=ut.memory_stats(0).get("umem.numa_node", 0))
-    access = ut.gpu_access(probe)
-    if not access["accessible"]:
-        pytest.skip("umem memory is not GPU-accessible on this machine, so PyTorch's kernels "
-                    "cannot use it: " + access["reason"])
 
 
 def node0():
@@ -82,22 +70,6 @@ def test_as_device_refuses_torch_cpu_memory_when_not_accessible():
         pytest.skip("host memory is GPU-accessible here (HMM/ATS or XNACK)")
     with pytest.raises(ut.UmemTorchError, match="cannot access"):
         ut.as_device(t)
-
-
-def test_zero_copy_mode_aliases_and_falls_back():
-    x = ut.empty(1024, dtype=torch.float32, node=node0())
-    x.copy_(torch.arange(1024.0))
-    with ut.zero_copy() as log:
-        y = x.to("cuda")
-        z = y.cpu()
-        w = x.to("cuda", dtype=torch.float64)
-        v = x.view(32, 32).t().cuda()
-    assert y.data_ptr() == x.data_ptr() and z.data_ptr() == x.data_ptr()
-    assert w.data_ptr() != x.data_ptr() and w.dtype == torch.float64
-    assert torch.equal(w.cpu(), x.double()) and torch.equal(v.cpu(), x.view(32, 32).t())
-    assert [e[1] for e in log.events] == ["alias", "alias", "copy", "copy"]
-    assert log.events[2][2].startswith("dtype change")
-    assert log.events[3][2] == "non-contiguous tensor"
 
 
 def test_two_streams_never_see_each_others_pending_blocks():

@@ -1,10 +1,15 @@
 """CPU tensors in umem memory (umem.torch.empty)."""
 import gc
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
 import umem.torch as ut
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_empty_on_node0_holds_values_and_lives_there():
@@ -46,3 +51,27 @@ def test_unknown_node_is_refused_with_the_nodes_that_exist():
 def umem_error():
     import umem
     return umem.UmemError
+
+
+def test_memory_is_freed_silently_after_the_module_globals_are_gone(monkeypatch):
+    # At interpreter exit the last tensor may die after umem.torch's globals were cleared.
+    before = ut.memory_stats(-1)["allocation.all.current"]
+    x = ut.empty(64, node=0)
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    with monkeypatch.context() as m:
+        m.setattr(ut, "_lib", None)
+        del x
+        gc.collect()
+    assert unraisable == []
+    assert ut.memory_stats(-1)["allocation.all.current"] == before
+
+
+def test_interpreter_exit_prints_nothing():
+    code = ("import umem.torch as ut\n"
+            "kept = [ut.empty(16, node=0) for _ in range(4)]\n"
+            "cycle = {'tensor': ut.empty(8, node=0)}\n"
+            "cycle['self'] = cycle\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")

@@ -1,0 +1,214 @@
+"""zero_copy(): a TorchFunctionMode in which Tensor.to / .cuda / .cpu return aliases (as_device /
+as_host) instead of copies where the target side can use the memory in place, so that moving a
+model whose parameters live in umem memory moves nothing. docs/torch-bridge.md gives the rules.
+
+Note [Who handles a call]: a TorchFunctionMode is per thread, and while its __torch_function__ runs
+PyTorch pops it off the thread's mode stack, so the functions it calls go to the modes below it
+(or to PyTorch itself) and never back into it. The innermost zero_copy() on the thread decides; it
+records the event in its own log and in the log of every zero_copy() enclosing it, and applies its
+own `strict`. While it converts (and while an alias's backward moves a gradient), a thread-local
+flag (_Converting) makes every other zero_copy() forward calls untouched, so the copy PyTorch
+makes, and the tensor calls inside the alias primitives, are neither decided nor logged a second
+time. Modes of other kinds still see every call.
+"""
+import threading
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from .torch import UmemTorchError, _device_index, as_device, as_host, gpu_access
+
+__all__ = ["zero_copy", "ZeroCopyLog"]
+
+_OPERATIONS = {torch.Tensor.to: "to", torch.Tensor.cuda: "cuda", torch.Tensor.cpu: "cpu"}
+
+
+class ZeroCopyLog:
+    """What zero_copy() did: `events` is a list of (operation, "alias" | "copy", reason)."""
+
+    def __init__(self, strict):
+        self.strict = strict
+        self.events = []
+
+    @property
+    def aliases(self):
+        return [e for e in self.events if e[1] == "alias"]
+
+    @property
+    def copies(self):
+        return [e for e in self.events if e[1] == "copy"]
+
+
+class _Target:
+    """What the mode needs from the GPU side, in one place. Tests on machines without a GPU
+    replace the module's `_target` with a double (monkeypatch) to exercise every decision."""
+
+    gpu_available = staticmethod(torch.cuda.is_available)
+    gpu_access = staticmethod(gpu_access)
+    as_device = staticmethod(as_device)
+    as_host = staticmethod(as_host)
+
+
+_target = _Target()
+
+# Per thread: the zero_copy() modes entered (innermost last) and whether one is converting.
+_local = threading.local()
+
+
+def _active():
+    if not hasattr(_local, "modes"):
+        _local.modes = []
+    return _local.modes
+
+
+class _Converting:
+    """Marks the calling thread as inside a conversion (Note [Who handles a call])."""
+
+    def __enter__(self):
+        self.outer = getattr(_local, "converting", False)
+        _local.converting = True
+
+    def __exit__(self, *exc):
+        _local.converting = self.outer
+
+
+class _Request:
+    """A parsed to() / cuda() / cpu() call."""
+
+    def __init__(self, device, dtype=None, non_blocking=False, memory_format=None, copy=False):
+        self.device, self.dtype, self.non_blocking = device, dtype, non_blocking
+        self.memory_format, self.copy = memory_format, copy
+
+
+def _to_request(t, *args, **kwargs):
+    copy = kwargs.pop("copy", False)
+    if len(args) >= 4:  # to(device, dtype, non_blocking, copy)
+        copy = copy or bool(args[3])
+        args = args[:3]
+    if args and isinstance(args[0], torch.Tensor):  # to(other, non_blocking)
+        non_blocking = bool(args[1]) if len(args) > 1 else kwargs.get("non_blocking", False)
+        return _Request(args[0].device, args[0].dtype, non_blocking, kwargs.get("memory_format"),
+                        copy)
+    device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+    return _Request(device, dtype, non_blocking, memory_format, copy)
+
+
+def _cuda_request(t, device=None, non_blocking=False, memory_format=None):
+    target = torch.device("cuda", _device_index(device if device is not None else "cuda")) \
+        if torch.cuda.is_available() else torch.device("cuda")
+    return _Request(target, None, non_blocking, memory_format)
+
+
+def _cpu_request(t, memory_format=None):
+    return _Request(torch.device("cpu"), memory_format=memory_format)
+
+
+_PARSERS = {"to": _to_request, "cuda": _cuda_request, "cpu": _cpu_request}
+
+
+def _why_not_alias(t, request):
+    """None when `t` may be aliased as `request` asks; else the reason for a real copy."""
+    device = request.device
+    if request.copy:
+        return "copy=True asks for a copy"
+    if device is None or device.type == t.device.type:
+        return "no device change"
+    if request.dtype is not None and request.dtype != t.dtype:
+        return f"dtype change ({t.dtype} -> {request.dtype}) needs new memory"
+    if t.layout != torch.strided:
+        return f"layout {t.layout} is not strided"
+    if request.memory_format not in (None, torch.preserve_format) and \
+            not t.is_contiguous(memory_format=request.memory_format):
+        return f"memory format change to {request.memory_format}"
+    if not t.is_contiguous():
+        return "non-contiguous tensor"
+    if not _target.gpu_available():
+        return "no GPU: torch.cuda.is_available() is False"
+    access = _target.gpu_access(t)
+    if device.type == "cpu" and not access["umem"]:
+        return "the GPU tensor's memory is not umem's: " + access["reason"]
+    if device.type != "cpu" and not access["accessible"]:
+        return "the GPU cannot access it: " + access["reason"]
+    return None
+
+
+def _alias(t, device, non_blocking):
+    # A detached source owns the memory: Module._apply assigns the alias to param.data, which
+    # swaps the parameter's storage, so the parameter itself would no longer keep the memory alive.
+    source = t.detach()
+    if device.type == "cpu":
+        return _target.as_host(source, synchronize=not non_blocking)
+    return _target.as_device(source, device)
+
+
+class _AliasFunction(torch.autograd.Function):
+    """An alias as an autograd node, for a tensor that requires grad while grad mode is on: the
+    gradient goes back to the source's device as PyTorch's copy would send it, aliased where the
+    rules allow it, else copied."""
+
+    @staticmethod
+    def forward(ctx, t, device, non_blocking):
+        ctx.source_device = t.device
+        return _alias(t, device, non_blocking)
+
+    @staticmethod
+    def backward(ctx, grad):
+        device = ctx.source_device
+        with _Converting():
+            if grad.device != device:
+                if _why_not_alias(grad, _Request(device)) is None:
+                    grad = _alias(grad, device, non_blocking=False)
+                else:
+                    grad = grad.to(device)
+        return grad, None, None
+
+
+class zero_copy(TorchFunctionMode):
+    """Inside `with zero_copy() as log:`, Tensor.to(device), .cuda() and .cpu() on this thread
+    return aliases (as_device / as_host) of contiguous tensors whose memory the target side can
+    use in place, also when nn.Module.to/cuda/cpu moves parameters and buffers. Other calls run
+    PyTorch's own method (a real copy); the yielded ZeroCopyLog records every decision with its
+    reason. strict=True raises UmemTorchError instead of copying. Per thread and nestable: the
+    innermost block decides, every enclosing block's log records the event too."""
+
+    def __init__(self, strict=False):
+        super().__init__()
+        self.log = ZeroCopyLog(strict)
+        self._logs = [self.log]
+
+    def __enter__(self):
+        active = _active()
+        self._logs = [m.log for m in active] + [self.log]
+        super().__enter__()
+        active.append(self)
+        return self.log
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        _active().remove(self)
+        return super().__exit__(exc_type, exc_value, traceback)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        operation = _OPERATIONS.get(func)
+        if operation is None or getattr(_local, "converting", False):
+            return func(*args, **kwargs)
+        with _Converting():
+            return self._convert(operation, func, args, kwargs)
+
+    def _convert(self, operation, func, args, kwargs):
+        t = args[0]
+        request = _PARSERS[operation](*args, **kwargs)
+        reason = _why_not_alias(t, request)
+        if reason is None:
+            self._record(operation, "alias", f"{t.device} -> {request.device}")
+            if t.requires_grad and torch.is_grad_enabled():
+                return _AliasFunction.apply(t, request.device, request.non_blocking)
+            return _alias(t, request.device, request.non_blocking)
+        self._record(operation, "copy", reason)
+        if self.log.strict and reason != "no device change":
+            raise UmemTorchError(f"zero_copy(strict=True): {operation} would copy: {reason}")
+        return func(*args, **kwargs)
+
+    def _record(self, operation, kind, reason):
+        for log in self._logs:
+            log.events.append((operation, kind, reason))
