@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "umem/allocator/caching_pool.hpp"
-#include "umem/allocator/gpu_mapper_factory.hpp"
 #include "umem/allocator/gpu_visible_source.hpp"
 #include "umem/allocator/host_numa_source.hpp"
 #include "umem/allocator/limiting_source.hpp"
@@ -44,6 +43,8 @@ std::string pool_name(const node_binding& b, coherence kind) {
   return name + "_" + k;
 }
 
+std::string device_pool_name(int device) { return "device" + std::to_string(device); }
+
 std::string hex(const void* p) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "0x%" PRIxPTR, reinterpret_cast<std::uintptr_t>(p));
@@ -68,14 +69,25 @@ byte_limits to_byte_limits(const resolved_limits& r) {
 // as long as the allocator), read without locks, and frees in the same pool lock that decides
 // ownership. With one pool, no global_peak_tracker is fed: that
 // pool's peaks are the total's (Note [Merged peaks]); the second pool attaches the first.
+// Device pools (Note [Device placements] in allocator.hpp) are in the same list, so ownership
+// costs nothing more; a `device:D` request finds its GPU's pool through a per-GPU slot, read
+// without locks, and a `device:D` policy keeps it in its route like any other.
 struct allocator::impl {
   struct route {
     caching_pool* home = nullptr;
     resolved_placement resolved;
+    bool device_memory = false;  // home is a device pool: no spill
   };
   struct pool_entry {
     caching_pool* pool = nullptr;
     const pool_entry* next = nullptr;
+    bool device_memory = false;
+  };
+  // What `device:D` means for one GPU, decided on its first device request.
+  struct device_entry {
+    int device = -1;
+    std::unique_ptr<device_memory_source> source;  // null: `device:D` is host memory
+    std::unique_ptr<caching_pool> pool;            // over source; destroyed before it
   };
   static constexpr std::size_t max_cached_local_nodes = 64;
 
@@ -97,6 +109,34 @@ struct allocator::impl {
   std::atomic<const pool_entry*> owners{nullptr};  // newest pool first
   std::atomic<const route*> policy_route{nullptr};  // for a policy other than `local`
   std::array<std::atomic<const route*>, max_cached_local_nodes> local_routes{};  // by node
+  // Outlives the device entries (it may own what their sources use, like the backend).
+  device_source_factory device_sources;
+  std::deque<device_entry> devices;  // appended under pools_mutex
+  std::vector<std::atomic<const device_entry*>> device_slots;  // by GPU index, set once
+
+  pool_config config() const {
+    pool_config cfg;
+    cfg.max_cached_bytes = options.max_cached;
+    cfg.thread_cache_bytes = options.thread_cache;
+    cfg.expandable_segments = options.expandable_segments;
+    return cfg;
+  }
+
+  // The tracker a new pool reports to (Note [Fast front end]); pools_mutex held exclusively.
+  global_peak_tracker* tracker_for_new_pool() {
+    if (entries.empty()) return nullptr;
+    if (entries.size() == 1 && !tracking) {
+      entries.front().pool->attach_global(peaks);
+      tracking = true;
+    }
+    return &peaks;
+  }
+
+  // Makes `pool` findable by deallocate() and allocation_size(); pools_mutex held exclusively.
+  void add_owner(caching_pool* pool, bool device_memory) {
+    entries.push_back(pool_entry{pool, owners.load(std::memory_order_relaxed), device_memory});
+    owners.store(&entries.back(), std::memory_order_release);
+  }
 
   caching_pool& pool_for(const node_binding& b, coherence kind) {
     const pool_key key = key_of(b, kind);
@@ -106,22 +146,50 @@ struct allocator::impl {
     }
     std::unique_lock lock(pools_mutex);
     if (auto it = pools.find(key); it != pools.end()) return *it->second;
-    if (pools.size() == 1 && !tracking) {
-      pools.begin()->second->attach_global(peaks);
-      tracking = true;
-    }
-    pool_config cfg;
-    cfg.max_cached_bytes = options.max_cached;
-    cfg.thread_cache_bytes = options.thread_cache;
-    cfg.expandable_segments = options.expandable_segments;
-    auto pool = std::make_unique<caching_pool>(*limited, b, kind, cfg,
-                                               pools.empty() ? nullptr : &peaks);
-    entries.push_back(pool_entry{pool.get(), owners.load(std::memory_order_relaxed)});
+    global_peak_tracker* tracker = tracker_for_new_pool();
+    auto pool = std::make_unique<caching_pool>(*limited, b, kind, config(), tracker);
     caching_pool& out = *pool;
     pools.emplace(key, std::move(pool));
-    owners.store(&entries.back(), std::memory_order_release);
+    add_owner(&out, false);
     log().debug("new pool {}", pool_name(b, kind));
     return out;
+  }
+
+  // GPU `device`'s entry, asking device_sources on first use. Device pools carry no NUMA binding
+  // and one coherence kind (coarse: device memory is coherent with the host only at
+  // synchronisation points); the source records both without applying them.
+  const device_entry& device_for(int device) {
+    if (device < 0 || static_cast<std::size_t>(device) >= device_slots.size())
+      throw_error(errc::invalid_argument,
+                  "placement 'device:" + std::to_string(device) + "': the topology has " +
+                      std::to_string(device_slots.size()) + " GPU(s)");
+    std::atomic<const device_entry*>& slot = device_slots[static_cast<std::size_t>(device)];
+    if (const device_entry* d = slot.load(std::memory_order_acquire)) return *d;
+    std::unique_lock lock(pools_mutex);
+    if (const device_entry* d = slot.load(std::memory_order_acquire)) return *d;
+    device_entry fresh;
+    fresh.device = device;
+    if (device_sources) fresh.source = device_sources(device);
+    if (fresh.source)
+      fresh.pool = std::make_unique<caching_pool>(*fresh.source, node_binding{bind_mode::bind, {}},
+                                                  coherence::coarse, config(), nullptr);
+    devices.push_back(std::move(fresh));
+    const device_entry& d = devices.back();
+    if (d.pool) {
+      if (global_peak_tracker* tracker = tracker_for_new_pool()) d.pool->attach_global(*tracker);
+      add_owner(d.pool.get(), true);
+      log().info("device:{} is served by its own memory: {}", device, d.source->describe());
+    }
+    slot.store(&d, std::memory_order_release);
+    return d;
+  }
+
+  // Every pool with its statistics name, host pools first; pools_mutex held (shared is enough).
+  template <class F>
+  void for_each_pool(F&& f) const {
+    for (const auto& [key, pool] : pools) f(pool_name(pool->binding(), pool->kind()), *pool);
+    for (const device_entry& d : devices)
+      if (d.pool) f(device_pool_name(d.device), *d.pool);
   }
 
   // The configured placement's route for the calling thread; resolved and cached on first use.
@@ -138,10 +206,18 @@ struct allocator::impl {
     if (slot)
       if (const route* r = slot->load(std::memory_order_acquire)) return *r;
     route fresh;
-    fresh.resolved = where.kind == placement_kind::local
-                         ? resolve_placement(where, options.spill, topo, node)
-                         : resolve_placement(where, options.spill, topo);
-    fresh.home = &pool_for(fresh.resolved.binding, options.kind);
+    if (where.kind == placement_kind::device)
+      if (caching_pool* pool = device_for(where.index).pool.get()) {
+        fresh.home = pool;
+        fresh.resolved.binding = pool->binding();
+        fresh.device_memory = true;
+      }
+    if (!fresh.home) {
+      fresh.resolved = where.kind == placement_kind::local
+                           ? resolve_placement(where, options.spill, topo, node)
+                           : resolve_placement(where, options.spill, topo);
+      fresh.home = &pool_for(fresh.resolved.binding, options.kind);
+    }
     std::unique_lock lock(pools_mutex);
     if (slot)
       if (const route* r = slot->load(std::memory_order_acquire)) return *r;
@@ -152,39 +228,65 @@ struct allocator::impl {
 
   const pool_entry* first_pool() const { return owners.load(std::memory_order_acquire); }
 
-  caching_pool* owner_of(const void* p) const {
+  const pool_entry* owner_entry(const void* p) const {
     for (const pool_entry* e = first_pool(); e; e = e->next)
-      if (e->pool->owns(p)) return e->pool;
+      if (e->pool->owns(p)) return e;
     return nullptr;
   }
 };
 
-allocator::allocator(const alloc_options& options) : impl_(std::make_unique<impl>()) {
-  live_machine m = discover_live_machine();
-  std::unique_ptr<hsa::rocr_library> rocr;
-  if (m.rocr) rocr = std::make_unique<hsa::rocr_library>(std::move(*m.rocr));
-  auto mapper = make_gpu_mapper(m.topo, rocr.get());
+namespace {
+
+// Device memory never spills and is not held by other pools' caches (Note [Device placements]):
+// the pool has already trimmed itself and retried once, so what is left is to say where.
+void* allocate_on_device(caching_pool& pool, std::size_t bytes) {
+  try {
+    return pool.allocate(bytes);
+  } catch (const error& e) {
+    if (e.code() != errc::out_of_memory) throw;
+    throw_error(errc::out_of_memory,
+                std::string("discrete GPU memory (never spilled to host memory): ") + e.what());
+  }
+}
+
+}  // namespace
+
+allocator::allocator(const alloc_options& options)
+    : allocator(options, discover_live_machine()) {}
+
+allocator::allocator(const alloc_options& options, live_machine m)
+    : impl_(std::make_unique<impl>()) {
+  auto mapper = m.backend->make_mapper(m.topo);
   auto host = std::make_unique<host_numa_source>(host_source_config{options.huge_pages,
                                                                     options.populate});
-  assemble(options, std::move(m.topo), std::move(host), std::move(mapper), std::move(rocr));
+  // The factory reads the topology the allocator keeps (impl_ outlives it).
+  device_source_factory device_sources = [backend = m.backend, state = impl_.get()](int device) {
+    return backend->make_device_memory_source(state->topo, device);
+  };
+  assemble(options, std::move(m.topo), std::move(host), std::move(mapper), nullptr,
+           std::move(device_sources));
 }
 
 allocator::allocator(const alloc_options& options, topology topo,
                      std::unique_ptr<upstream_source> host, std::unique_ptr<gpu_mapper> mapper,
-                     std::unique_ptr<hsa::rocr_library> rocr)
+                     std::unique_ptr<hsa::rocr_library> rocr, device_source_factory device_sources)
     : impl_(std::make_unique<impl>()) {
-  assemble(options, std::move(topo), std::move(host), std::move(mapper), std::move(rocr));
+  assemble(options, std::move(topo), std::move(host), std::move(mapper), std::move(rocr),
+           std::move(device_sources));
 }
 
 void allocator::assemble(const alloc_options& options, topology topo,
                          std::unique_ptr<upstream_source> host, std::unique_ptr<gpu_mapper> mapper,
-                         std::unique_ptr<hsa::rocr_library> rocr) {
+                         std::unique_ptr<hsa::rocr_library> rocr,
+                         device_source_factory device_sources) {
   if (!host || !mapper) throw_error(errc::invalid_argument, "allocator needs a source and a mapper");
   impl_->options = options;
   impl_->topo = std::move(topo);
   impl_->rocr = std::move(rocr);
   impl_->mapper = std::move(mapper);
   impl_->host = std::move(host);
+  impl_->device_sources = std::move(device_sources);
+  impl_->device_slots = std::vector<std::atomic<const impl::device_entry*>>(impl_->topo.gpus().size());
   impl_->visible = std::make_unique<gpu_visible_source>(*impl_->host, *impl_->mapper);
   impl_->limited = std::make_unique<limiting_source>(
       *impl_->visible, to_byte_limits(resolve_limits(options, impl_->topo.numa)));
@@ -197,9 +299,13 @@ void* allocator::allocate(std::size_t bytes, const request& r) {
   if (!r.where && !r.kind) {
     const impl::route& route = impl_->default_route();
     if (void* p = route.home->allocate_cached(bytes)) return p;  // Note [Fast path]
+    if (route.device_memory) return allocate_on_device(*route.home, bytes);
     return allocate_from(*route.home, route.resolved, impl_->options.kind, bytes);
   }
   const placement where = r.where.value_or(impl_->options.policy);
+  if (where.kind == placement_kind::device)
+    if (caching_pool* pool = impl_->device_for(where.index).pool.get())
+      return allocate_on_device(*pool, bytes);
   const coherence kind = r.kind.value_or(impl_->options.kind);
   const resolved_placement resolved = resolve_placement(where, impl_->options.spill, impl_->topo);
   return allocate_from(impl_->pool_for(resolved.binding, kind), resolved, kind, bytes);
@@ -251,16 +357,30 @@ void allocator::deallocate(void* p) {
 }
 
 std::size_t allocator::allocation_size(const void* p) const {
-  caching_pool* pool = impl_->owner_of(p);
-  if (pool == nullptr)
+  const impl::pool_entry* e = impl_->owner_entry(p);
+  if (e == nullptr)
     throw_error(errc::invalid_argument, hex(p) + " was not allocated by this umem allocator");
-  return pool->block_size(p);
+  return e->pool->block_size(p);
+}
+
+memory_kind allocator::kind_of(const void* p) const {
+  const impl::pool_entry* e = impl_->owner_entry(p);
+  if (e == nullptr)
+    throw_error(errc::invalid_argument, hex(p) + " was not allocated by this umem allocator");
+  return e->device_memory ? memory_kind::device : memory_kind::host;
+}
+
+std::optional<std::pair<std::uint64_t, std::uint64_t>> allocator::device_memory_info(
+    int device) const {
+  const impl::device_entry& d = impl_->device_for(device);
+  if (!d.source) return std::nullopt;
+  return d.source->memory_info();
 }
 
 std::size_t allocator::trim() {
   std::shared_lock lock(impl_->pools_mutex);
   std::size_t released = 0;
-  for (const auto& [key, pool] : impl_->pools) released += pool->trim();
+  impl_->for_each_pool([&](const std::string&, caching_pool& pool) { released += pool.trim(); });
   return released;
 }
 
@@ -268,10 +388,10 @@ std::map<std::string, std::int64_t> allocator::memory_stats() const {
   std::shared_lock lock(impl_->pools_mutex);
   std::vector<pool_stats> all;
   std::map<std::string, std::int64_t> out;
-  for (const auto& [key, pool] : impl_->pools) {
-    all.push_back(pool->stats());
-    out.merge(to_flat_map(all.back(), pool_name(pool->binding(), pool->kind())));
-  }
+  impl_->for_each_pool([&](const std::string& name, const caching_pool& pool) {
+    all.push_back(pool.stats());
+    out.merge(to_flat_map(all.back(), name));
+  });
   // One pool and no tracker: that pool is the total, peaks included (Note [Fast front end]).
   out.merge(to_flat_map(impl_->tracking || all.size() != 1 ? merge(all, impl_->peaks) : all[0],
                         "all"));
@@ -286,24 +406,29 @@ std::string allocator::memory_stats_json() const {
 
 void allocator::reset_peak_stats() {
   std::shared_lock lock(impl_->pools_mutex);
-  for (const auto& [key, pool] : impl_->pools) pool->reset_peak_stats();
+  impl_->for_each_pool([](const std::string&, caching_pool& pool) { pool.reset_peak_stats(); });
   impl_->peaks.reset_peak();
 }
 
 std::string allocator::memory_snapshot_json() const {
   std::shared_lock lock(impl_->pools_mutex);
   nlohmann::json pools = nlohmann::json::object();
-  for (const auto& [key, pool] : impl_->pools)
-    pools[pool_name(pool->binding(), pool->kind())] = nlohmann::json::parse(to_json(pool->snapshot()));
+  impl_->for_each_pool([&](const std::string& name, const caching_pool& pool) {
+    pools[name] = nlohmann::json::parse(to_json(pool.snapshot()));
+  });
   return pools.dump(2);
 }
 
 std::vector<pool_report> allocator::pool_reports(bool with_segments) const {
   std::shared_lock lock(impl_->pools_mutex);
   std::vector<pool_report> out;
-  for (const auto& [key, pool] : impl_->pools)
-    out.push_back({pool->binding(), pool->kind(), pool->stats(),
-                   with_segments ? pool->snapshot() : pool_snapshot{}});
+  auto report = [&](const caching_pool& pool, int device) {
+    out.push_back({pool.binding(), pool.kind(), device, pool.stats(),
+                   with_segments ? pool.snapshot() : pool_snapshot{}});
+  };
+  for (const auto& [key, pool] : impl_->pools) report(*pool, -1);
+  for (const impl::device_entry& d : impl_->devices)
+    if (d.pool) report(*d.pool, d.device);
   return out;
 }
 
@@ -318,7 +443,13 @@ const topology& allocator::topo() const { return impl_->topo; }
 const alloc_options& allocator::options() const { return impl_->options; }
 
 std::string allocator::describe() const {
-  return "memory: " + impl_->limited->describe() + "\noptions: " + alloc::describe(impl_->options);
+  std::string out = "memory: " + impl_->limited->describe();
+  {
+    std::shared_lock lock(impl_->pools_mutex);
+    for (const impl::device_entry& d : impl_->devices)
+      if (d.source) out += "\n" + device_pool_name(d.device) + ": " + d.source->describe();
+  }
+  return out + "\noptions: " + alloc::describe(impl_->options);
 }
 
 void* pmr_resource::do_allocate(std::size_t bytes, std::size_t alignment) {

@@ -1,8 +1,10 @@
 // The CUDA backend: NVIDIA GPUs through the dlopen'd driver (cuda_runtime/).
 #include <utility>
 
+#include "umem/allocator/cuda_device_source.hpp"
 #include "umem/allocator/cuda_gpu_mapper.hpp"
 #include "umem/allocator/gpu_backend.hpp"
+#include "umem/allocator/gpu_memory_kind.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/log.hpp"
 #include "umem/cuda_runtime/cuda_compat.hpp"
@@ -73,6 +75,18 @@ class cuda_gpu_backend final : public gpu_backend {
   }
   std::unique_ptr<gpu_mapper> make_mapper(const topology& topo) const override {
     return std::make_unique<cuda_gpu_mapper>(drv_, topo);
+  }
+  std::unique_ptr<device_memory_source> make_device_memory_source(const topology& topo,
+                                                                  int device) const override {
+    const auto gpus = topo.gpus();
+    if (device < 0 || static_cast<std::size_t>(device) >= gpus.size())
+      throw_error(errc::invalid_argument, "device memory: device " + std::to_string(device) +
+                                              " does not exist (the topology has " +
+                                              std::to_string(gpus.size()) + " GPUs)");
+    const agent& gpu = *gpus[static_cast<std::size_t>(device)];
+    // A GPU of another runtime in the same model (forced CUDA next to ROCr agents) is not ours.
+    if (!gpu.cuda || memory_kind_of(gpu) != gpu_memory_kind::discrete) return nullptr;
+    return std::make_unique<cuda_device_source>(drv_, gpu);
   }
   bool has_stream_events() const override { return true; }
   std::unique_ptr<stream_event> make_stream_event(int device) const override {

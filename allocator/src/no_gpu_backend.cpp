@@ -25,6 +25,10 @@ class no_gpu_backend final : public gpu_backend {
   std::unique_ptr<gpu_mapper> make_mapper(const topology&) const override {
     return std::make_unique<no_gpu_mapper>(reason_);
   }
+  std::unique_ptr<device_memory_source> make_device_memory_source(const topology&,
+                                                                  int) const override {
+    return nullptr;
+  }
   bool has_stream_events() const override { return true; }
   std::unique_ptr<stream_event> make_stream_event(int) const override {
     return std::make_unique<immediate_event>();

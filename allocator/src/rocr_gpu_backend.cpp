@@ -41,6 +41,11 @@ class rocr_gpu_backend final : public gpu_backend {
   std::unique_ptr<gpu_mapper> make_mapper(const topology& topo) const override {
     return std::make_unique<owning_rocr_mapper>(lib_, topo);
   }
+  // Every GPU keeps host memory for now, discrete ones (MI300X) too (gpu_backend.hpp).
+  std::unique_ptr<device_memory_source> make_device_memory_source(const topology&,
+                                                                  int) const override {
+    return nullptr;
+  }
   bool has_stream_events() const override { return false; }
   std::unique_ptr<stream_event> make_stream_event(int) const override {
     throw_error(errc::unsupported,

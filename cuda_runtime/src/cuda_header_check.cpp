@@ -61,11 +61,15 @@ static_assert(cc::host_register::devicemap == CU_MEMHOSTREGISTER_DEVICEMAP);
 static_assert(cc::host_register::iomemory == CU_MEMHOSTREGISTER_IOMEMORY);
 static_assert(cc::host_register::read_only == CU_MEMHOSTREGISTER_READ_ONLY);
 static_assert(cc::event_flag::disable_timing == CU_EVENT_DISABLE_TIMING);
+static_assert(cc::stream_capture_mode::global == CU_STREAM_CAPTURE_MODE_GLOBAL);
+static_assert(cc::stream_capture_mode::thread_local_ == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+static_assert(cc::stream_capture_mode::relaxed == CU_STREAM_CAPTURE_MODE_RELAXED);
 
 static_assert(sizeof(CUresult) == sizeof(cu_result));
 static_assert(sizeof(CUdevice) == sizeof(cu_device));
 static_assert(std::is_same_v<CUdeviceptr, cu_deviceptr>);
 static_assert(sizeof(CUuuid) == sizeof(cu_uuid));
+static_assert(sizeof(CUstreamCaptureMode) == sizeof(int));
 
 // mirror<T>: each cuda.h type of a declaration as the table spells it.
 template <class T> struct mirror { using type = T; };
@@ -81,6 +85,7 @@ template <> struct mirror<CUcontext> { using type = cu_context; };
 template <> struct mirror<CUevent> { using type = cu_event; };
 template <> struct mirror<CUstream> { using type = cu_stream; };
 template <> struct mirror<CUuuid> { using type = cu_uuid; };
+template <> struct mirror<CUstreamCaptureMode> { using type = int; };
 
 // cuda.h declares the versioned names (cuMemHostRegister_v2 ...) as real functions too.
 #define UMEM_CUDA_CHECK(symbol, need, params)                                               \

@@ -10,6 +10,12 @@
 // Test-only knobs: UMEM_CUDA_DOUBLE_INIT_RESULT=<CUresult> makes cuInit fail with that code;
 // UMEM_CUDA_DOUBLE_DEVICE_POINTER_OFFSET=<n> makes cuMemHostGetDevicePointer answer host + n (a
 // device without CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM).
+// Device memory: each device has the snapshot's total_memory_bytes (cuDeviceTotalMem) to give;
+// cuMemAlloc beyond what is left answers CUDA_ERROR_OUT_OF_MEMORY, cuMemGetInfo answers what is
+// left and the total, so a test sets the budget by describing the device. A "device pointer" is
+// host memory (aligned_alloc), so tests may touch it; umem_cuda_double_device_bytes_in_use tells
+// what is allocated. Whether a device is discrete or unified is the snapshot's attributes
+// (PAGEABLE_MEMORY_ACCESS, INTEGRATED), as for the real driver.
 // It is strict on purpose, to serve as a call checker: calls before cuInit, without a current
 // context, with unknown flags, overlapping or unknown registrations and unknown events are
 // rejected as the driver does; every memory and event call is written to a call log
@@ -22,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "umem/core/snapshot.hpp"
@@ -42,6 +49,12 @@ struct registration {
   unsigned flags = 0;
 };
 
+struct device_allocation {
+  std::string id;  // "d1", "d2"
+  std::size_t size = 0;
+  std::size_t device = 0;
+};
+
 struct event_state {
   std::string id;
   bool pending = false;
@@ -55,6 +68,8 @@ struct state {
   std::vector<int> retains;          // primary context retain count per device
   std::map<std::uintptr_t, registration> registrations;  // by start address
   std::map<std::uintptr_t, event_state> events;          // by handle value
+  std::map<std::uintptr_t, device_allocation> device_memory;  // by device pointer
+  std::vector<std::size_t> device_in_use;  // bytes of device memory allocated, per device
   unsigned next_id = 1;
   bool hold_events = false;
   std::string log;
@@ -66,6 +81,7 @@ state& the_state() {
 }
 
 thread_local cu_context current = nullptr;
+thread_local int capture_mode = cc::stream_capture_mode::global;  // the driver's default
 
 // Context handles: a tag above any pointer a test uses, plus the device ordinal.
 constexpr std::uintptr_t kContextTag = 0xC7C70000u;
@@ -134,6 +150,7 @@ struct error_entry {
 constexpr error_entry kErrors[] = {
     {res::success, "CUDA_SUCCESS", "no error"},
     {res::invalid_value, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {res::out_of_memory, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
     {res::not_initialized, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
     {res::no_device, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
     {res::invalid_device, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
@@ -174,6 +191,7 @@ UMEM_DOUBLE_EXPORT cu_result cuInit(unsigned int flags) {
   }
   if (s.devices.empty()) return res::no_device;
   s.retains.assign(s.devices.size(), 0);
+  s.device_in_use.assign(s.devices.size(), 0);
   s.initialised = true;
   return res::success;
 }
@@ -333,8 +351,50 @@ UMEM_DOUBLE_EXPORT cu_result cuMemGetInfo_v2(std::size_t* free_bytes, std::size_
   if (!s.initialised) return res::not_initialized;
   if (!has_context(s)) return res::invalid_context;
   if (free_bytes == nullptr || total == nullptr) return res::invalid_value;
-  *total = s.devices[*device_of(s, current)].cuda->total_memory_bytes;
-  *free_bytes = *total;
+  const std::size_t d = *device_of(s, current);
+  *total = s.devices[d].cuda->total_memory_bytes;
+  *free_bytes = *total - s.device_in_use[d];
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuMemAlloc_v2(cu_deviceptr* out, std::size_t size) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (!has_context(s)) return res::invalid_context;
+  if (out == nullptr || size == 0) return res::invalid_value;
+  const std::size_t d = *device_of(s, current);
+  if (size > s.devices[d].cuda->total_memory_bytes - s.device_in_use[d]) return res::out_of_memory;
+  constexpr std::size_t page = 4096;
+  void* p = std::aligned_alloc(page, (size + page - 1) / page * page);
+  if (p == nullptr) return res::out_of_memory;
+  device_allocation a{"d" + std::to_string(s.next_id++), size, d};
+  log_line(s, "mem_alloc " + a.id + " " + std::to_string(size));
+  s.device_in_use[d] += size;
+  s.device_memory.emplace(reinterpret_cast<std::uintptr_t>(p), std::move(a));
+  *out = reinterpret_cast<std::uintptr_t>(p);
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuMemFree_v2(cu_deviceptr p) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (!has_context(s)) return res::invalid_context;
+  const auto it = s.device_memory.find(static_cast<std::uintptr_t>(p));
+  if (it == s.device_memory.end()) return res::invalid_value;  // not the start of an allocation
+  log_line(s, "mem_free " + it->second.id);
+  s.device_in_use[it->second.device] -= it->second.size;
+  std::free(reinterpret_cast<void*>(it->first));
+  s.device_memory.erase(it);
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuThreadExchangeStreamCaptureMode(int* mode) {
+  if (mode == nullptr || *mode < cc::stream_capture_mode::global ||
+      *mode > cc::stream_capture_mode::relaxed)
+    return res::invalid_value;
+  std::swap(*mode, capture_mode);
   return res::success;
 }
 
@@ -467,6 +527,9 @@ UMEM_DOUBLE_EXPORT void umem_cuda_double_reset() {
   state& s = the_state();
   std::lock_guard lock(s.mu);
   for (const auto& [handle, e] : s.events) delete reinterpret_cast<char*>(handle);
+  for (const auto& [p, a] : s.device_memory) std::free(reinterpret_cast<void*>(p));
+  s.device_memory.clear();
+  s.device_in_use.clear();
   s.initialised = false;
   s.devices.clear();
   s.driver_version = 13000;
@@ -477,6 +540,7 @@ UMEM_DOUBLE_EXPORT void umem_cuda_double_reset() {
   s.hold_events = false;
   s.log.clear();
   current = nullptr;
+  capture_mode = cc::stream_capture_mode::global;
 }
 
 UMEM_DOUBLE_EXPORT void umem_cuda_double_hold_events(int hold) {
@@ -491,4 +555,12 @@ UMEM_DOUBLE_EXPORT int umem_cuda_double_retains(int device) {
   std::lock_guard lock(s.mu);
   if (device < 0 || static_cast<std::size_t>(device) >= s.retains.size()) return -1;
   return s.retains[static_cast<std::size_t>(device)];
+}
+
+// Bytes of device memory allocated on `device` (cuMemAlloc minus cuMemFree), -1 for no device.
+UMEM_DOUBLE_EXPORT long long umem_cuda_double_device_bytes_in_use(int device) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (device < 0 || static_cast<std::size_t>(device) >= s.device_in_use.size()) return -1;
+  return static_cast<long long>(s.device_in_use[static_cast<std::size_t>(device)]);
 }

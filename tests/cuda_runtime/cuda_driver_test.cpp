@@ -7,6 +7,7 @@
 
 #include "cuda_test_env.hpp"
 #include "umem/core/error.hpp"
+#include "umem/cuda_runtime/cuda_compat.hpp"
 #include "umem/cuda_runtime/cuda_driver.hpp"
 
 namespace umem::cuda {
@@ -67,9 +68,22 @@ TEST(CudaDriver, TheTableNamesTheVersionedEntryPoints) {
   EXPECT_TRUE(has("cuDevicePrimaryCtxRelease_v2", cuda_symbol_need::required));
   EXPECT_TRUE(has("cuEventDestroy_v2", cuda_symbol_need::required));
   EXPECT_TRUE(has("cuDeviceGetUuid_v2", cuda_symbol_need::optional));
+  EXPECT_TRUE(has("cuMemAlloc_v2", cuda_symbol_need::required));
+  EXPECT_TRUE(has("cuMemFree_v2", cuda_symbol_need::required));
+  EXPECT_TRUE(has("cuThreadExchangeStreamCaptureMode", cuda_symbol_need::optional));
   EXPECT_FALSE(has("cuMemAllocManaged", cuda_symbol_need::required));  // never managed memory
   const cuda_driver drv = cuda_driver::load_from(test::cuda_double_candidates());
   EXPECT_NE(drv.fn().cuDeviceGetUuid_v2, nullptr);
+}
+
+TEST(CudaDriver, TheStreamCaptureModeIsExchangedPerThread) {
+  const cuda_driver drv = cuda_driver::load_from(test::cuda_double_candidates());
+  ASSERT_NE(drv.fn().cuThreadExchangeStreamCaptureMode, nullptr);
+  int mode = cuda_compat::stream_capture_mode::relaxed;
+  drv.check(drv.fn().cuThreadExchangeStreamCaptureMode(&mode), "cuThreadExchangeStreamCaptureMode");
+  EXPECT_EQ(mode, cuda_compat::stream_capture_mode::global);  // the driver's default
+  drv.check(drv.fn().cuThreadExchangeStreamCaptureMode(&mode), "cuThreadExchangeStreamCaptureMode");
+  EXPECT_EQ(mode, cuda_compat::stream_capture_mode::relaxed);  // restored
 }
 
 TEST(CudaDriver, ResultTextsComeFromTheDriver) {

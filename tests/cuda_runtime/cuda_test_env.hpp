@@ -44,6 +44,20 @@ inline int cuda_double_retains(int device) {
   auto fn = cuda_double_control<int (*)(int)>("umem_cuda_double_retains");
   return fn != nullptr ? fn(device) : -2;
 }
+// Device memory allocated on `device` and not freed (-1: no such device, -2: not loaded).
+inline long long cuda_double_device_bytes_in_use(int device) {
+  auto fn = cuda_double_control<long long (*)(int)>("umem_cuda_double_device_bytes_in_use");
+  return fn != nullptr ? fn(device) : -2;
+}
+// How often `what` ("mem_alloc ", "register ") starts a line of the double's call log.
+inline int cuda_double_calls(const std::string& what) {
+  const std::string log = "\n" + cuda_double_log();
+  int n = 0;
+  for (std::size_t at = log.find("\n" + what); at != std::string::npos;
+       at = log.find("\n" + what, at + 1))
+    ++n;
+  return n;
+}
 
 // The GPU as the lent H200 machine's driver answered it, read from the raw capture
 // data/h200_probe_attributes.txt (tests/gpu_cuda/probe_attributes.cpp through cuda.h, not umem;

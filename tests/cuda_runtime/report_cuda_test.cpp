@@ -34,6 +34,8 @@ TEST(ReportCuda, ShowsTheBackendAndTheUnifiedMemoryAttributes) {
                           "host-pointer-for-registered-memory=yes"))
       << r;
   EXPECT_TRUE(contains(r, "    host NUMA node (driver): 0\n")) << r;
+  // P:8 INTEGRATED 0 and P:15 PAGEABLE_MEMORY_ACCESS 0: device:D gets the H200's own memory.
+  EXPECT_TRUE(contains(r, "    device memory: discrete\n")) << r;
   EXPECT_TRUE(contains(r, "GPU backend: cuda (the ROCm runtime is no-library: cannot load the "
                           "ROCm runtime; the CUDA driver "))
       << r;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "umem/allocator/gpu_memory_kind.hpp"
 #include "umem/core/apu_view.hpp"
 
 namespace umem::umtopo {
@@ -92,6 +93,7 @@ void render_cuda_agent(std::ostringstream& out, const agent& a) {
   }
   out << "\n    host NUMA node (driver): "
       << (c.host_numa_id ? std::to_string(*c.host_numa_id) : std::string("unknown")) << "\n";
+  out << "    device memory: " << alloc::to_string(alloc::memory_kind_of(a)) << "\n";
 }
 
 void render_cpu_agent(std::ostringstream& out, const agent& a) {

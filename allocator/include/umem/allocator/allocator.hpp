@@ -5,7 +5,21 @@
 //     -> limiting_source   (limit.total / limit.nodeN, enforced before the kernel runs out)
 //     -> gpu_visible_source (the gpu_mapper: ROCr SVM or lock-to-pool, or host-only)
 //     -> host_numa_source  (mmap + mbind + MADV_HUGEPAGE + optional population)
+//   caching_pool (one per discrete GPU, created on first `device:D` request)
+//     -> device_memory_source (the GPU's own memory, e.g. cuda_device_source)
 // All of it is assembled in allocator.cpp and nowhere else.
+//
+// Note [Device placements]
+// `device:D` on a unified GPU (an APU, or pageable memory access) is host memory on the GPU's
+// NUMA node, like any other placement. On a discrete GPU (Note [Device memory kinds] in
+// gpu_memory_kind.hpp) whose backend has a device memory source, it is served by that GPU's
+// device pool instead: one pool per GPU whatever the coherence kind asked (device memory has
+// one), with the configured thread cache, max_cached and expandable_segments (the last only
+// matters for a source that can grow). Device memory never spills to host memory (the spill
+// policy is for NUMA nodes: a discrete GPU reading host memory is the slowdown this avoids), and
+// limit.* stay node limits: device memory is bounded by the device itself (cuMemAlloc runs out);
+// device limits are a follow-up. Device pointers are not host-accessible: residency() and the
+// host must not touch them.
 //
 // Thread safety: every member function may be called from any thread. Pools have their own
 // mutexes, so threads working on different nodes do not contend.
@@ -13,15 +27,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <memory_resource>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "umem/allocator/alloc_config.hpp"
+#include "umem/allocator/device_memory_source.hpp"
 #include "umem/allocator/gpu_mapper.hpp"
+#include "umem/allocator/live_machine.hpp"
 #include "umem/allocator/pool_stats.hpp"
 #include "umem/allocator/residency.hpp"
 #include "umem/allocator/segment.hpp"
@@ -33,14 +51,23 @@ namespace umem::alloc {
 class caching_pool;
 struct resolved_placement;
 
-// One pool as the torch bridge reports it per device: what it is bound to, its statistics and,
-// when asked for, its segments.
+// One pool as the torch bridge reports it per device: what it is bound to (or the GPU whose own
+// memory it holds), its statistics and, when asked for, its segments.
 struct pool_report {
   node_binding binding;
   coherence kind = coherence::fine;
+  int device = -1;  // >= 0: a discrete GPU's own memory (Note [Device placements])
   pool_stats stats;
   pool_snapshot snapshot;  // empty unless pool_reports(true)
 };
+
+// Which memory a live allocation is (Note [Device placements]).
+enum class memory_kind { host, device };
+
+// The device memory source of GPU `device` (an index of topology::gpus()), or null when
+// `device:D` stays host memory. Called at most once per GPU, on its first device request, with
+// the allocator's pool lock held (it must not call back into the allocator).
+using device_source_factory = std::function<std::unique_ptr<device_memory_source>(int device)>;
 
 // Per-request overrides of the configured placement and coherence.
 struct request {
@@ -50,32 +77,50 @@ struct request {
 
 class allocator {
  public:
-  // This machine: hwloc NUMA nodes, ROCr when present (kept loaded for the allocator's life).
+  // This machine: allocator(options, discover_live_machine()).
   explicit allocator(const alloc_options& options);
+  // A discovered machine: host memory from host_numa_source (options.huge_pages, populate), GPU
+  // visibility from m.backend->make_mapper and discrete GPUs' memory from
+  // m.backend->make_device_memory_source, so the backend is the only way to the GPU runtime (it
+  // is kept alive as long as the allocator). Throws what make_mapper throws.
+  allocator(const alloc_options& options, live_machine m);
   // Explicit parts (tests, replays). `host` is the bottom source. `rocr` may be null; when set it
-  // must be the library `mapper` uses, and it is kept alive as long as the mapper.
+  // must be the library `mapper` uses, and it is kept alive as long as the mapper. Without
+  // `device_sources` every `device:D` placement is host memory.
   allocator(const alloc_options& options, topology topo, std::unique_ptr<upstream_source> host,
             std::unique_ptr<gpu_mapper> mapper,
-            std::unique_ptr<hsa::rocr_library> rocr = nullptr);
+            std::unique_ptr<hsa::rocr_library> rocr = nullptr,
+            device_source_factory device_sources = {});
   ~allocator();
   allocator(const allocator&) = delete;
   allocator& operator=(const allocator&) = delete;
 
   // At least `bytes`, 256-byte aligned. Throws umem::error: invalid_argument (size 0, overflow,
   // unknown node or device), out_of_memory (after trimming the cache, retrying once and spilling
-  // as the spill policy allows; the message names the node, the request and the statistics).
+  // as the spill policy allows; the message names the node, the request and the statistics; for
+  // a discrete GPU's memory, which never spills, the device and what the device has left).
+  // A `device:D` request on a discrete GPU ignores the coherence kind (Note [Device placements]).
   void* allocate(std::size_t bytes, const request& r = {});
   // Throws umem::error(invalid_argument) for a pointer this allocator does not own or a double
   // free; nothing changes then. Null is a no-op.
   void deallocate(void* p);
   // Usable size of a live allocation (>= the requested size).
   std::size_t allocation_size(const void* p) const;
+  // Whether `p` (inside a segment of this allocator) is host memory or a discrete GPU's memory.
+  // Throws umem::error(invalid_argument) for a pointer this allocator does not own.
+  memory_kind kind_of(const void* p) const;
+  // {free, total} bytes of discrete GPU `device` (an index of topology::gpus()) as its runtime
+  // reports them (cuMemGetInfo in its primary context); nullopt when `device:D` is host memory.
+  // Creates the GPU's device pool if it has none yet. Throws umem::error: invalid_argument for an
+  // unknown device; runtime_error when the runtime call fails.
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> device_memory_info(int device) const;
 
   // Returns every fully free cached segment to the OS; the bytes released.
   std::size_t trim();
 
   // PyTorch memory_stats keys ("allocated_bytes.all.current", ...) for all pools together, and
-  // per pool as "<metric>.node<N>_<kind>.<field>" (interleaved pools: "interleave<set>_<kind>").
+  // per pool as "<metric>.node<N>_<kind>.<field>" (interleaved pools: "interleave<set>_<kind>";
+  // discrete GPUs' device pools: "<metric>.device<D>.<field>", counted in the totals too).
   std::map<std::string, std::int64_t> memory_stats() const;
   std::string memory_stats_json() const;
   void reset_peak_stats();
@@ -94,7 +139,8 @@ class allocator {
 
  private:
   void assemble(const alloc_options& options, topology topo, std::unique_ptr<upstream_source> host,
-                std::unique_ptr<gpu_mapper> mapper, std::unique_ptr<hsa::rocr_library> rocr);
+                std::unique_ptr<gpu_mapper> mapper, std::unique_ptr<hsa::rocr_library> rocr,
+                device_source_factory device_sources);
   // allocate() once the pool is chosen: the cache-trimming retry and the spill policy.
   void* allocate_from(caching_pool& home, const resolved_placement& resolved,
                       coherence kind, std::size_t bytes);

@@ -16,6 +16,12 @@
 //   cuda: PAGEABLE_MEMORY_ACCESS (HMM, Grace) -> nothing to do; otherwise registered with the
 //         driver, portable and device-mapped, at the same address (cuda_gpu_mapper.hpp).
 //   none: host memory only.
+// And what `device:D` placements get (Note [Device memory kinds] in gpu_memory_kind.hpp):
+//   cuda: discrete devices -> the device's own memory (cuda_device_source.hpp); unified ones ->
+//         host memory on the GPU's node, as every other placement.
+//   rocr: host memory on the GPU's node for every GPU, discrete ones (MI300X) too for now: a
+//         device memory source from the GPU's coarse-grained pool is a follow-up.
+//   none: host memory.
 #pragma once
 
 #include <memory>
@@ -23,6 +29,7 @@
 #include <span>
 #include <string>
 
+#include "umem/allocator/device_memory_source.hpp"
 #include "umem/allocator/gpu_mapper.hpp"
 #include "umem/allocator/stream_event.hpp"
 #include "umem/core/topology.hpp"
@@ -54,6 +61,13 @@ class gpu_backend {
   // GPU->NUMA bindings. The mapper keeps what it needs of the backend alive. Throws what the
   // mapper constructors throw.
   virtual std::unique_ptr<gpu_mapper> make_mapper(const topology& topo) const = 0;
+  // The source of GPU `device`'s own memory (`device` indexes topo.gpus(), as placements do),
+  // for a discrete GPU this backend can allocate on; null when `device:D` stays host memory
+  // (unified GPUs, and every GPU of the ROCr and none backends for now). `topo` must come from
+  // discover(). The source keeps what it needs of the backend alive. Throws umem::error:
+  // invalid_argument for an unknown device; what the source's constructor throws.
+  virtual std::unique_ptr<device_memory_source> make_device_memory_source(const topology& topo,
+                                                                          int device) const = 0;
   // False where make_stream_event throws unsupported (ROCr, for now).
   virtual bool has_stream_events() const = 0;
   // An event for streams of GPU `device` (the backend's device ordinal). Throws umem::error:

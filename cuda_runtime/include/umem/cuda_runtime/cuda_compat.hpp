@@ -63,6 +63,13 @@ namespace event_flag {
 inline constexpr unsigned disable_timing = 0x2;  // the cheapest event: ordering only
 }  // namespace event_flag
 
+// CUstreamCaptureMode, exchanged with cuThreadExchangeStreamCaptureMode.
+namespace stream_capture_mode {
+inline constexpr int global = 0;        // the default: unsafe calls during any capture fail
+inline constexpr int thread_local_ = 1;  // only captures this thread began are checked
+inline constexpr int relaxed = 2;       // this thread's unsafe calls are not checked
+}  // namespace stream_capture_mode
+
 inline constexpr int pci_bus_id_size = 32;  // cuDeviceGetPCIBusId buffer (13 chars + NUL needed)
 inline constexpr int device_name_size = 256;
 

@@ -33,6 +33,7 @@ using cu_stream = cu_stream_st*;  // CUstream; null is the legacy default stream
 struct cu_uuid {                  // CUuuid
   char bytes[16];
 };
+// CUstreamCaptureMode is an enum (cuda_compat::stream_capture_mode); the table passes it as int.
 
 // X(symbol, required|optional, parameter list); every entry point returns cu_result.
 #define UMEM_CUDA_SYMBOLS(X)                                                       \
@@ -51,6 +52,8 @@ struct cu_uuid {                  // CUuuid
   X(cuCtxGetCurrent, required, (cu_context*))                                      \
   X(cuCtxSetCurrent, required, (cu_context))                                       \
   X(cuMemGetInfo_v2, required, (std::size_t*, std::size_t*))                       \
+  X(cuMemAlloc_v2, required, (cu_deviceptr*, std::size_t))                         \
+  X(cuMemFree_v2, required, (cu_deviceptr))                                        \
   X(cuMemHostRegister_v2, required, (void*, std::size_t, unsigned int))            \
   X(cuMemHostUnregister, required, (void*))                                        \
   X(cuMemHostGetDevicePointer_v2, required, (cu_deviceptr*, void*, unsigned int))  \
@@ -60,7 +63,8 @@ struct cu_uuid {                  // CUuuid
   X(cuEventSynchronize, required, (cu_event))                                      \
   X(cuEventDestroy_v2, required, (cu_event))                                       \
   X(cuStreamSynchronize, required, (cu_stream))                                    \
-  X(cuDeviceGetUuid_v2, optional, (cu_uuid*, cu_device))
+  X(cuDeviceGetUuid_v2, optional, (cu_uuid*, cu_device))                          \
+  X(cuThreadExchangeStreamCaptureMode, optional, (int*))
 
 enum class cuda_symbol_need { required, optional };
 

@@ -1,0 +1,173 @@
+// The allocator on the CUDA backend (Note [Device placements] in allocator.hpp), through the CUDA
+// double: `device:0` on a discrete GPU is the GPU's own memory (cuMemAlloc, cached, trimmed with
+// cuMemFree, out of memory without spill), on a unified one it stays host memory, and host
+// placements are unaffected. Budgets are the served device's total memory.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+
+#include "cuda_test_env.hpp"
+#include "umem/allocator/allocator.hpp"
+#include "umem/allocator/placement_resolver.hpp"
+#include "umem/core/error.hpp"
+#include "umem/numa/hwloc_source.hpp"
+
+namespace umem::alloc {
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+constexpr std::size_t kBudget = 64 * MiB;  // the served GPU's device memory
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+const request on_device0{parse_placement("device:0"), std::nullopt};
+
+class AllocatorDeviceMemory : public ::testing::Test {
+ protected:
+  // The double serves one H200 with kBudget of device memory; `pageable` makes it unified (HMM).
+  // The model is this machine's NUMA nodes with the GPU on node 0, as live discovery builds it.
+  std::unique_ptr<allocator> make(const std::string& conf, bool pageable = false) {
+    topology machine = test::h200_machine();
+    machine.agents[0].cuda->total_memory_bytes = kBudget;
+    machine.agents[0].cuda->pageable_memory_access = pageable;
+    machine.agents[0].coherent_host_access = pageable;
+    served_ = std::make_unique<test::cuda_double_machine>(machine);
+    // Keeps the double loaded (and its state) after the allocator lets its driver go.
+    loaded_.emplace(cuda::cuda_driver::load_from(test::cuda_double_candidates()));
+    live_machine m;
+    m.topo.hsa.state = runtime_state::no_library;
+    m.topo.numa = numa::load_hwloc_live();
+    m.backend = select_gpu_backend(m.topo, gpu_backend_request::cuda, nullptr,
+                                   test::cuda_double_candidates());
+    EXPECT_STREQ(m.backend->name(), "cuda");
+    m.topo.gpu_numa = {{m.topo.gpus().at(0)->kfd_node, 0, "test", "the served GPU is on node 0"}};
+    return std::make_unique<allocator>(parse_alloc_conf(conf), std::move(m));
+  }
+  void TearDown() override { served_.reset(); }
+
+  std::unique_ptr<test::cuda_double_machine> served_;
+  std::optional<cuda::cuda_driver> loaded_;
+};
+
+TEST_F(AllocatorDeviceMemory, DiscreteDeviceMemoryComesFromCuMemAllocAndIsCached) {
+  auto a = make("thread_cache:0");
+  void* p = a->allocate(3 * MiB, on_device0);
+  EXPECT_EQ(a->kind_of(p), memory_kind::device);
+  EXPECT_GE(a->allocation_size(p), 3 * MiB);
+  EXPECT_EQ(test::cuda_double_calls("mem_alloc "), 1);
+  EXPECT_EQ(test::cuda_double_calls("register "), 0) << "device memory is not registered host memory";
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), static_cast<long long>(4 * MiB));
+  a->deallocate(p);
+  void* q = a->allocate(3 * MiB, on_device0);  // reused from the cache
+  EXPECT_EQ(test::cuda_double_calls("mem_alloc "), 1);
+  a->deallocate(q);
+  EXPECT_EQ(test::cuda_double_calls("mem_free "), 0);
+  EXPECT_EQ(a->trim(), 4 * MiB);
+  EXPECT_EQ(test::cuda_double_calls("mem_free "), 1);
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), 0);
+}
+
+TEST_F(AllocatorDeviceMemory, ThePolicyDeviceTakesTheFastPathToTheDevicePool) {
+  auto a = make("policy:device:0");  // the default thread cache
+  for (int i = 0; i < 3; ++i) {
+    void* p = a->allocate(MiB / 2);
+    EXPECT_EQ(a->kind_of(p), memory_kind::device);
+    a->deallocate(p);
+  }
+  EXPECT_EQ(test::cuda_double_calls("mem_alloc "), 1);  // one 2 MiB small segment
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), static_cast<long long>(2 * MiB));
+}
+
+TEST_F(AllocatorDeviceMemory, OutOfDeviceMemoryNamesTheDeviceNeverSpillsAndLeaksNothing) {
+  auto a = make("thread_cache:0,spill:allow");
+  void* held = a->allocate(48 * MiB, on_device0);
+  try {
+    (void)a->allocate(32 * MiB, on_device0);
+    FAIL() << "allocated past the device's memory";
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::out_of_memory);
+    const std::string m = e.what();
+    EXPECT_TRUE(contains(m, "discrete GPU memory (never spilled to host memory)")) << m;
+    EXPECT_TRUE(contains(m, "CUDA device 0 (NVIDIA H200) has no room for 33554432 bytes")) << m;
+    EXPECT_TRUE(contains(m, "16777216 of 67108864 bytes free")) << m;
+  }
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), static_cast<long long>(48 * MiB));
+  const auto stats = a->memory_stats();
+  EXPECT_EQ(stats.at("segment.device0.current"), 1);
+  EXPECT_EQ(stats.at("num_ooms.device0"), 1) << "counted by the device pool";
+  for (const auto& [key, value] : stats)
+    EXPECT_FALSE(contains(key, ".node")) << key << ": nothing spilled to a host pool";
+  a->deallocate(held);
+}
+
+TEST_F(AllocatorDeviceMemory, DeviceMemoryInfoIsWhatTheDeviceHasLeft) {
+  auto a = make("thread_cache:0");
+  EXPECT_EQ(a->device_memory_info(0),
+            (std::pair<std::uint64_t, std::uint64_t>{kBudget, kBudget}));
+  void* p = a->allocate(6 * MiB, on_device0);
+  EXPECT_EQ(a->device_memory_info(0),
+            (std::pair<std::uint64_t, std::uint64_t>{kBudget - 6 * MiB, kBudget}));
+  a->deallocate(p);
+  try {
+    (void)a->device_memory_info(1);
+    FAIL() << "device 1 does not exist";
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_TRUE(contains(e.what(), "the topology has 1 GPU(s)")) << e.what();
+  }
+}
+
+TEST_F(AllocatorDeviceMemory, StatisticsAndDescriptionShowTheDevicePool) {
+  auto a = make("thread_cache:0");
+  void* host = a->allocate(MiB);
+  void* dev = a->allocate(5 * MiB, on_device0);
+  const auto stats = a->memory_stats();
+  EXPECT_EQ(stats.at("allocated_bytes.device0.current"),
+            static_cast<std::int64_t>(a->allocation_size(dev)));
+  EXPECT_EQ(stats.at("reserved_bytes.device0.current"), static_cast<std::int64_t>(6 * MiB));
+  EXPECT_EQ(stats.at("allocated_bytes.all.current"),
+            static_cast<std::int64_t>(a->allocation_size(dev) + a->allocation_size(host)));
+  EXPECT_TRUE(contains(a->describe(), "\ndevice0: CUDA device 0 (NVIDIA H200) memory: cuMemAlloc"))
+      << a->describe();
+  EXPECT_TRUE(contains(a->memory_snapshot_json(), "\"device0\"")) << a->memory_snapshot_json();
+  a->deallocate(dev);
+  a->deallocate(host);
+}
+
+TEST_F(AllocatorDeviceMemory, HostPlacementsAreUnaffected) {
+  auto a = make("thread_cache:0");
+  void* p = a->allocate(3 * MiB);
+  EXPECT_EQ(a->kind_of(p), memory_kind::host);
+  EXPECT_EQ(test::cuda_double_calls("mem_alloc "), 0);
+  EXPECT_EQ(test::cuda_double_calls("register "), 1);  // the H200 reaches host memory registered
+  static_cast<char*>(p)[0] = 1;
+  a->deallocate(p);
+}
+
+TEST_F(AllocatorDeviceMemory, AUnifiedDeviceKeepsHostMemory) {
+  auto a = make("thread_cache:0", /*pageable=*/true);
+  void* p = a->allocate(3 * MiB, on_device0);
+  EXPECT_EQ(a->kind_of(p), memory_kind::host);
+  static_cast<char*>(p)[0] = 1;
+  EXPECT_EQ(test::cuda_double_calls("mem_alloc "), 0);
+  EXPECT_EQ(a->device_memory_info(0), std::nullopt);
+  for (const auto& [key, value] : a->memory_stats())
+    EXPECT_FALSE(contains(key, "device0")) << key;
+  EXPECT_TRUE(contains(a->memory_stats_json(), "allocated_bytes.node0_"));
+  a->deallocate(p);
+}
+
+TEST_F(AllocatorDeviceMemory, DestroyingTheAllocatorFreesDeviceMemoryAndTheContext) {
+  auto a = make("");
+  a->deallocate(a->allocate(8 * MiB, on_device0));
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), static_cast<long long>(8 * MiB));
+  a.reset();
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), 0);
+  EXPECT_EQ(test::cuda_double_retains(0), 0);
+}
+
+}  // namespace
+}  // namespace umem::alloc
