@@ -5,13 +5,14 @@ CPU tensors on chosen NUMA nodes, and per-rank binding. docs/torch-bridge.md giv
 import ctypes
 import os
 import threading
+import warnings
 
 import torch
 
 from . import _lib, _snapshot_text
 from ._lib import UmemError
 
-__all__ = ["enable", "enabled", "memory_stats", "memory_summary", "empty_cache", "mem_get_info",
+__all__ = ["enable", "enabled", "mode", "memory_stats", "memory_summary", "empty_cache", "mem_get_info",
            "set_memory_fraction", "reset_peak_memory_stats", "empty", "residency", "gpu_access",
            "as_device", "as_host", "zero_copy", "ZeroCopyLog", "bind_local_rank",
            "UmemTorchError"]
@@ -22,6 +23,7 @@ class UmemTorchError(RuntimeError):
 
 
 _enabled = False
+_mode = None
 _enable_lock = threading.Lock()
 
 # --- registration -------------------------------------------------------------------------------
@@ -45,21 +47,51 @@ def _has_pluggable_allocator():
     return hasattr(getattr(torch.cuda, "memory", None), "CUDAPluggableAllocator")
 
 
-def enable(conf=None, *, patch_torch=True, **options):
+_MODES = ("auto", "extension", "pluggable")
+
+
+def _load_extension(mode):
+    """The allocator extension, or None for the pluggable allocator (mode 'auto' warns why)."""
+    if mode == "pluggable":
+        return None
+    from . import _extension
+    try:
+        return _extension.load()
+    except Exception as e:  # a missing compiler, ninja or source: each says what it lacks
+        if mode == "extension":
+            raise UmemTorchError(f"umem.torch.enable(mode='extension'): umem's allocator extension "
+                                 f"cannot be built or loaded here: {e}") from e
+        warnings.warn(f"umem.torch.enable(): umem's allocator extension cannot be built or loaded "
+                      f"({e}); using PyTorch's pluggable allocator instead, which lacks "
+                      "record_stream, graph pools, memory snapshots and native statistics "
+                      "(docs/torch-bridge.md)", RuntimeWarning, stacklevel=3)
+        return None
+
+
+def enable(conf=None, *, mode="auto", patch_torch=True, **options):
     """Makes umem PyTorch's CUDA (HIP on ROCm) allocator for this process. Call it before any GPU
     tensor exists. `conf` uses UMEM_ALLOC_CONF syntax ("policy:device:0,spill:warn"); keyword
     options are the same keys (kind="coarse", spill="warn", limit_total="0.9", limit_node0=...).
-    With patch_torch, torch.cuda.memory_stats/empty_cache/mem_get_info/
-    set_per_process_memory_fraction/reset_peak_memory_stats answer from umem (the pluggable
-    allocator leaves them unimplemented). Raises UmemTorchError when PyTorch is older than 2.0,
-    has no GPU, or already allocated GPU memory with another allocator."""
-    global _enabled
+
+    mode "extension" installs umem's allocator extension, built once against this PyTorch: all of
+    PyTorch's allocator interface (record_stream, CUDA graphs and MemPools, torch.cuda and
+    torch.accelerator statistics, snapshots, fractions, OutOfMemoryError) answers natively.
+    "pluggable" uses torch.cuda.memory.CUDAPluggableAllocator, which lacks those; there,
+    patch_torch makes torch.cuda.memory_stats/empty_cache/mem_get_info/
+    set_per_process_memory_fraction/reset_peak_memory_stats answer from umem. "auto" (default)
+    is the extension where it builds, else the pluggable allocator with a warning saying why.
+    Raises UmemTorchError when PyTorch is older than 2.0, has no GPU, or already allocated GPU
+    memory with another allocator."""
+    global _enabled, _mode
     with _enable_lock:
         if _enabled:
             if conf or options:
                 raise UmemTorchError("umem.torch.enable(): umem is already PyTorch's allocator in "
                                      "this process; its options cannot change any more")
             return
+        if mode not in _MODES:
+            raise UmemTorchError(f"umem.torch.enable(): mode {mode!r} is not one of "
+                                 + ", ".join(_MODES))
         if not _has_pluggable_allocator():
             raise UmemTorchError(
                 f"umem.torch.enable(): PyTorch {torch.__version__} has no "
@@ -72,6 +104,10 @@ def enable(conf=None, *, patch_torch=True, **options):
                 f"PyTorch build {torch.__version__}, no driver, or no visible device); there is no "
                 "GPU allocator to replace")
         lib = _lib.lib()
+        extension = _load_extension(mode)
+        if extension is not None and extension.set_event_provider() not in (
+                _lib.UMEM_OK, _lib.UMEM_ERR_ALREADY_INITIALIZED):
+            raise _lib.error()
         status = lib.umem_torch_init(_conf(conf, options))
         if status == _lib.UMEM_ERR_ALREADY_INITIALIZED and (conf or options):
             raise UmemTorchError("umem.torch.enable(): umem's torch bridge was already created by "
@@ -80,8 +116,11 @@ def enable(conf=None, *, patch_torch=True, **options):
                                  "enable() first")
         if status not in (_lib.UMEM_OK, _lib.UMEM_ERR_ALREADY_INITIALIZED):
             raise _lib.error(status)
-        allocator = torch.cuda.memory.CUDAPluggableAllocator(
-            _lib.library_path(), "umem_torch_malloc", "umem_torch_free")
+        if extension is not None:
+            allocator = torch.cuda.memory._CUDAAllocator(extension.make_allocator())
+        else:
+            allocator = torch.cuda.memory.CUDAPluggableAllocator(
+                _lib.library_path(), "umem_torch_malloc", "umem_torch_free")
         try:
             torch.cuda.memory.change_current_allocator(allocator)
         except RuntimeError as e:
@@ -90,15 +129,22 @@ def enable(conf=None, *, patch_torch=True, **options):
                 f"created before enable(), or another allocator was installed): {e}. Call "
                 "umem.torch.enable() at the start of the program, before anything touches the "
                 "GPU") from e
-        lib.umem_torch_set_oom_exceptions(1)
         _enabled = True
-        if patch_torch:
-            _patch_torch_cuda()
+        _mode = "extension" if extension is not None else "pluggable"
+        if extension is None:
+            lib.umem_torch_set_oom_exceptions(1)
+            if patch_torch:
+                _patch_torch_cuda()
 
 
 def enabled():
     """Whether umem is PyTorch's GPU allocator in this process."""
     return _enabled
+
+
+def mode():
+    """How umem is PyTorch's allocator: "extension", "pluggable", or None before enable()."""
+    return _mode
 
 
 def _patch_torch_cuda():
@@ -186,8 +232,10 @@ def mem_get_info(device=None):
 
 
 def set_memory_fraction(fraction, device=None):
-    """Caps `device`'s umem allocations at fraction of its NUMA node's memory (0 removes the cap);
-    allocations beyond it raise torch.cuda.OutOfMemoryError."""
+    """Caps `device`'s umem allocations at `fraction` (0 to 1) of its capacity, mem_get_info's
+    total: the NUMA node's memory on an APU, the GPU's own on a discrete GPU; 1 removes the cap
+    (torch.cuda.set_per_process_memory_fraction's meaning). Allocations beyond it raise
+    torch.cuda.OutOfMemoryError."""
     _lib.check(_lib.lib().umem_torch_set_memory_fraction(float(fraction), _device_index(device)))
 
 
@@ -355,6 +403,9 @@ def as_host(t, synchronize=True):
             "as_host(): this GPU tensor's memory is not from umem, so the CPU may not be able to "
             "use it in place (call umem.torch.enable() before creating GPU tensors): "
             + access["reason"])
+    if not access.get("host_accessible", True):
+        raise UmemTorchError("as_host(): the CPU cannot use this GPU tensor's memory in place: "
+                             + access["reason"] + "; copy it with .cpu()")
     if synchronize:
         torch.cuda.current_stream(t.device).synchronize()
     return _alias_like(t, torch.device("cpu"))

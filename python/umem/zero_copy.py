@@ -127,6 +127,8 @@ def _why_not_alias(t, request):
     access = _target.gpu_access(t)
     if device.type == "cpu" and not access["umem"]:
         return "the GPU tensor's memory is not umem's: " + access["reason"]
+    if device.type == "cpu" and not access.get("host_accessible", True):
+        return "the CPU cannot use it in place: " + access["reason"]
     if device.type != "cpu" and not access["accessible"]:
         return "the GPU cannot access it: " + access["reason"]
     return None

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the Python tests on the GPU machine, from binaries staged here by stage-gpu-bundle.sh
 # (carried as build/torch-bundle). Writes the full log to $OUT/gpu-tests.log when $OUT is set.
+# Usage: run-gpu-tests-on-h200.sh [TEST PATH...]   (default: every test under tests/python)
 # Exit: 0 all passed; 1 a test failed; 2 the bundle cannot load here; 3 umem memory is not
 # GPU-accessible on this machine (the GPU tests would only skip: the CUDA backend is needed).
 set -uo pipefail
@@ -53,8 +54,8 @@ if [ "$visible" -ne 0 ]; then
   exit 3
 fi
 echo "== GPU tests (own process: umem is enabled before anything touches the GPU)"
-"$py" -m pytest -p no:cacheprovider -v -rs -m gpu tests/python; gpu_rc=$?
+"$py" -m pytest -p no:cacheprovider -v -rs -m gpu "${@:-tests/python}"; gpu_rc=$?
 echo "== the other tests"
-"$py" -m pytest -p no:cacheprovider -q -rs -m "not gpu" tests/python; cpu_rc=$?
+"$py" -m pytest -p no:cacheprovider -q -rs -m "not gpu" "${@:-tests/python}"; cpu_rc=$?
 echo "RESULT: gpu tests exit $gpu_rc, other tests exit $cpu_rc"
 [ "$gpu_rc" -eq 0 ] && [ "$cpu_rc" -eq 0 ]

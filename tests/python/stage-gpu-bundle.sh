@@ -16,6 +16,7 @@ done
 rm -rf "$out"
 mkdir -p "$out/lib" "$out/libcxx" "$out/bin" "$out/site"
 cp "$lib" "$out/lib/"
+cp -r "$build/python/umem/extension" "$out/lib/"  # umem's PyTorch allocator extension, built there
 cp "$umtopo" "$out/bin/"
 # The ldd closure minus glibc's own libraries (the device's glibc must be used).
 for f in "$lib" "$umtopo"; do

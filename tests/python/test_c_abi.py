@@ -78,10 +78,37 @@ def test_memory_fraction_caps_a_device_with_an_oom_message():
         L.check(lib().umem_torch_mem_get_info(0, ctypes.byref(free), ctypes.byref(total)))
         assert total.value < 1 << 20
     finally:
-        L.check(lib().umem_torch_set_memory_fraction(0.0, 0))
+        L.check(lib().umem_torch_set_memory_fraction(1.0, 0))  # PyTorch's meaning: no cap
     p = lib().umem_torch_malloc(1 << 20, 0, STREAM_A)
     assert p
     lib().umem_torch_free(p, 1 << 20, 0, STREAM_A)
+
+
+def test_memory_fraction_reads_back_and_zero_allows_nothing():
+    f = ctypes.c_double()
+    L.check(lib().umem_torch_get_memory_fraction(0, ctypes.byref(f)))
+    assert f.value == 1.0
+    L.check(lib().umem_torch_set_memory_fraction(0.0, 0))
+    try:
+        L.check(lib().umem_torch_get_memory_fraction(0, ctypes.byref(f)))
+        assert f.value == 0.0
+        assert lib().umem_torch_malloc(512, 0, STREAM_A) is None
+        assert lib().umem_torch_last_status() == L.UMEM_ERR_OUT_OF_MEMORY
+    finally:
+        L.check(lib().umem_torch_set_memory_fraction(1.0, 0))
+
+
+def test_out_of_memory_message_starts_like_pytorchs():
+    out = ctypes.c_void_p()
+    huge = 1 << 55  # 32 PiB: more than any node
+    assert lib().umem_torch_alloc(huge, 0, STREAM_A, ctypes.byref(out)) == L.UMEM_ERR_OUT_OF_MEMORY
+    message = L.last_error()
+    assert message.startswith("CUDA out of memory. Tried to allocate 33554432.00 GiB. GPU 0 has a "
+                              "total capacity of "), message
+    assert " is reserved by PyTorch but unallocated. umem: NUMA node " in message
+    assert lib().umem_torch_alloc(1 << 61, 0, STREAM_A, ctypes.byref(out)) == \
+        L.UMEM_ERR_OUT_OF_MEMORY
+    assert "Tried to allocate more than 1EB memory" in L.last_error()
 
 
 def test_bad_fraction_is_refused():

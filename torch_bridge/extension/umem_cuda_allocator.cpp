@@ -98,6 +98,14 @@ void event_destroy(void* e) { C10_CUDA_CHECK_WARN(cudaEventDestroy(static_cast<c
 const umem_torch_event_provider events{event_create, event_record, event_query,
                                        event_synchronize, event_destroy};
 
+// Relaxed capture mode for the scope, when asked (Note [Capture safety]).
+struct relaxed_capture {
+  explicit relaxed_capture(bool on) {
+    if (on) guard.emplace(cudaStreamCaptureModeRelaxed);
+  }
+  std::optional<c10::cuda::CUDAStreamCaptureModeGuard> guard;
+};
+
 class umem_cuda_allocator;
 umem_cuda_allocator* the_allocator = nullptr;  // PyTorch keeps it for the process's life
 
@@ -157,7 +165,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
       native_->raw_delete(p);
       return;
     }
-    const std::optional<c10::cuda::CUDAStreamCaptureModeGuard> relaxed = relaxed_if_capturing();
+    const relaxed_capture relaxed(capturing());
     if (fn.umem_torch_release(p) != UMEM_OK) TORCH_WARN("umem: free failed: ", umem_message());
   }
 
@@ -403,17 +411,13 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     return false;
   }
 
-  std::optional<c10::cuda::CUDAStreamCaptureModeGuard> relaxed_if_capturing() const {
-    std::optional<c10::cuda::CUDAStreamCaptureModeGuard> g;
-    if (routes_.load(std::memory_order_acquire) != 0) g.emplace(cudaStreamCaptureModeRelaxed);
-    return g;
-  }
+  bool capturing() const { return routes_.load(std::memory_order_acquire) != 0; }
 
   void* umem_alloc(size_t n, c10::DeviceIndex device, cudaStream_t stream) {
     void* p = nullptr;
     umem_status s;
     {
-      const std::optional<c10::cuda::CUDAStreamCaptureModeGuard> relaxed = relaxed_if_capturing();
+      const relaxed_capture relaxed(capturing());
       s = fn.umem_torch_alloc(n, device, stream, &p);
     }
     if (s == UMEM_ERR_OUT_OF_MEMORY) {

@@ -6,8 +6,6 @@
 #include <cstdio>
 #include <tuple>
 
-#include "umem/allocator/gpu_mapper_factory.hpp"
-#include "umem/allocator/host_numa_source.hpp"
 #include "umem/allocator/live_machine.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
@@ -31,18 +29,6 @@ std::string no_gpu_access_reason(const topology& topo) {
          (topo.gpu_backend.reason.empty() ? std::string("no backend selected")
                                           : topo.gpu_backend.reason) +
          ")";
-}
-
-std::unique_ptr<alloc::allocator> live_allocator(const alloc::alloc_options& options,
-                                                 alloc::live_machine& m) {
-  // The same assembly as allocator(options), keeping the backend for its stream events.
-  std::unique_ptr<hsa::rocr_library> rocr;
-  if (m.rocr) rocr = std::make_unique<hsa::rocr_library>(std::move(*m.rocr));
-  auto mapper = alloc::make_gpu_mapper(m.topo, rocr.get());
-  auto host = std::make_unique<alloc::host_numa_source>(
-      alloc::host_source_config{options.huge_pages, options.populate});
-  return std::make_unique<alloc::allocator>(options, m.topo, std::move(host), std::move(mapper),
-                                            std::move(rocr));
 }
 
 // Note [Sizes PyTorch sees] in bridge.hpp.
@@ -92,6 +78,11 @@ bool bound_to(const alloc::node_binding& b, int node) {
   return b.mode == alloc::bind_mode::bind && b.nodes.size() == 1 && b.nodes.front() == node;
 }
 
+// The pools holding a device's memory: its own (a discrete GPU), else those of its NUMA node.
+bool holds_device_memory(const alloc::pool_report& r, int device, bool discrete, int node) {
+  return discrete ? r.device == device : r.device < 0 && bound_to(r.binding, node);
+}
+
 }  // namespace
 
 bridge::bridge(const alloc::alloc_options& options, event_factory events) {
@@ -99,7 +90,7 @@ bridge::bridge(const alloc::alloc_options& options, event_factory events) {
   auto backend = m.backend;
   host_memory_gpu_accessible_ = backend->host_memory_gpu_accessible(m.topo);
   no_gpu_reason_ = no_gpu_access_reason(m.topo);
-  alloc_ = live_allocator(options, m);
+  alloc_ = std::make_unique<alloc::allocator>(options, std::move(m));
   if (!events && backend->has_stream_events())
     events = [backend](int device) { return backend->make_stream_event(device); };
   cache_ = std::make_unique<stream_ordered_cache>(
@@ -158,11 +149,17 @@ void bridge::released(const held_block& b, bool shared) {
   }
 }
 
+bool bridge::discrete(int device) const {
+  return device >= 0 && !alloc_->topo().gpus().empty() &&
+         alloc_->device_memory_info(device).has_value();
+}
+
 std::pair<std::int64_t, std::int64_t> bridge::reserved_of(int device) const {
   const int node = node_of_device(device);
+  const bool own = discrete(device);
   std::int64_t reserved = 0, allocated = 0;
   for (const alloc::pool_report& r : alloc_->pool_reports(false)) {
-    if (!bound_to(r.binding, node)) continue;
+    if (!holds_device_memory(r, device, own, node)) continue;
     reserved += r.stats(alloc::metric::reserved_bytes, alloc::size_class::all).current;
     allocated += r.stats(alloc::metric::allocated_bytes, alloc::size_class::all).current;
   }
@@ -399,19 +396,26 @@ double bridge::memory_fraction(int device) const {
 }
 
 std::pair<std::uint64_t, std::uint64_t> bridge::mem_get_info(int device) const {
-  const int node = node_of_device(device);
-  long long os_free = 0;
-  const long long os_total = numa_node_size64(node, &os_free);
-  if (os_total < 0)
-    throw_error(errc::unsupported, "mem_get_info: the kernel reports no memory for NUMA node " +
-                                       std::to_string(node) + " (numa_node_size64 failed)");
-  // Cached but unused bytes of the node's pools are free for PyTorch too.
+  std::uint64_t free_bytes = 0, total = 0;
+  if (const auto own = device >= 0 && !alloc_->topo().gpus().empty()
+                           ? alloc_->device_memory_info(device)
+                           : std::nullopt) {
+    std::tie(free_bytes, total) = *own;  // a discrete GPU: its own memory
+  } else {
+    const int node = node_of_device(device);
+    long long os_free = 0;
+    const long long os_total = numa_node_size64(node, &os_free);
+    if (os_total < 0)
+      throw_error(errc::unsupported, "mem_get_info: the kernel reports no memory for NUMA node " +
+                                         std::to_string(node) + " (numa_node_size64 failed)");
+    free_bytes = static_cast<std::uint64_t>(os_free);
+    total = static_cast<std::uint64_t>(os_total);
+  }
+  // Cached but unused bytes of the device's pools are free for PyTorch too.
   const auto [reserved, allocated] = reserved_of(device);
   const std::int64_t cached =
       reserved - allocated + static_cast<std::int64_t>(cache_->held_bytes(device));
-  std::uint64_t free_bytes = static_cast<std::uint64_t>(os_free) +
-                             static_cast<std::uint64_t>(std::max<std::int64_t>(cached, 0));
-  std::uint64_t total = static_cast<std::uint64_t>(os_total);
+  free_bytes += static_cast<std::uint64_t>(std::max<std::int64_t>(cached, 0));
   std::lock_guard lock(mutex_);
   if (auto it = usage_.find(device); it != usage_.end() && it->second.cap_bytes) {
     total = std::min(total, *it->second.cap_bytes);
@@ -424,8 +428,9 @@ std::pair<std::uint64_t, std::uint64_t> bridge::mem_get_info(int device) const {
 device_stats bridge::stats(int device) const {
   device_stats out;
   const int node = device >= 0 ? node_of_device(device) : -1;
+  const bool own = discrete(device);
   for (const alloc::pool_report& r : alloc_->pool_reports(false)) {
-    if (device >= 0 && !bound_to(r.binding, node)) continue;
+    if (device >= 0 && !holds_device_memory(r, device, own, node)) continue;
     for (std::size_t c = 0; c < alloc::size_class_count; ++c) {
       const auto cls = static_cast<alloc::size_class>(c);
       for (auto [from, to] : {std::pair{alloc::metric::reserved_bytes, &out.reserved_bytes},
@@ -534,11 +539,12 @@ void bridge::reset_accumulated_stats(int device) {
 
 std::vector<segment_view> bridge::segments(int device) const {
   const int node = node_of_device(device);
+  const bool own = discrete(device);
   std::vector<segment_view> out;
   const auto reports = alloc_->pool_reports(true);
   std::lock_guard lock(mutex_);
   for (const alloc::pool_report& r : reports) {
-    if (!bound_to(r.binding, node)) continue;
+    if (!holds_device_memory(r, device, own, node)) continue;
     for (const alloc::segment_snapshot& s : r.snapshot.segments) {
       segment_view v{s.base, s.size, s.pool == alloc::size_class::large_pool, {}};
       for (const alloc::block_snapshot& b : s.blocks) {
@@ -565,7 +571,12 @@ gpu_access bridge::access(const void* p, std::size_t bytes) const {
   } catch (const error&) {
     a.umem_memory = false;
   }
-  if (a.umem_memory) {
+  if (a.umem_memory && alloc_->kind_of(p) == alloc::memory_kind::device) {
+    a.accessible = true;
+    a.host_accessible = false;
+    a.reason = "umem memory in a discrete GPU's own memory: the GPU uses it in place, the CPU "
+               "cannot";
+  } else if (a.umem_memory) {
     a.accessible = alloc_->gpu_accessible();
     a.reason = a.accessible ? "umem memory, made GPU-accessible by the allocator's GPU mapper"
                             : "umem memory, but it is host-only: " + no_gpu_reason_;

@@ -212,6 +212,7 @@ char* umem_torch_gpu_access_json(const void* ptr, size_t size) {
     nlohmann::json j;
     j["accessible"] = a.accessible;
     j["umem"] = a.umem_memory;
+    j["host_accessible"] = a.host_accessible;
     j["reason"] = a.reason;
     return j.dump();
   });

@@ -79,7 +79,7 @@ char* umem_torch_memory_stats_json(int device);
 umem_status umem_torch_reset_peak_stats(int device);
 
 /* Whether the GPU can access [ptr, ptr+size) in place, as JSON {"accessible": bool, "umem": bool
- * (umem memory), "numa_node": int or null, "reason": "..."}. */
+ * (umem memory), "host_accessible": bool (false for a discrete GPU's own memory), "reason": "..."}. */
 char* umem_torch_gpu_access_json(const void* ptr, size_t size);
 
 /* Where [ptr, ptr+size) lives (umem_residency_json's format). */

@@ -40,7 +40,8 @@ namespace umem::torch_bridge {
 // alias).
 struct gpu_access {
   bool accessible = false;
-  bool umem_memory = false;  // the range is a live allocation of this bridge
+  bool umem_memory = false;      // the range is a live allocation of this bridge
+  bool host_accessible = true;   // false for a discrete GPU's own memory
   std::string reason;
 };
 
@@ -161,6 +162,9 @@ class bridge {
   [[noreturn]] void throw_oom(std::size_t bytes, int device, const std::string& detail);
   void account_allocate(int device, std::size_t reported, std::size_t requested, bool reused);
   void released(const held_block& b, bool shared);
+  // Whether device's memory is the GPU's own (a discrete GPU) rather than its node's.
+  bool discrete(int device) const;
+  // {reserved, allocated} bytes of the pools holding device's memory.
   std::pair<std::int64_t, std::int64_t> reserved_of(int device) const;
 
   std::unique_ptr<alloc::allocator> alloc_;
