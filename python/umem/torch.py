@@ -129,6 +129,10 @@ def enable(conf=None, *, mode="auto", patch_torch=True, **options):
                 f"created before enable(), or another allocator was installed): {e}. Call "
                 "umem.torch.enable() at the start of the program, before anything touches the "
                 "GPU") from e
+        if extension is not None and not extension.register_device_allocator():
+            warnings.warn("umem.torch.enable(): torch.accelerator's memory functions still reach "
+                          "another allocator (c10's allocator registry did not take umem's)",
+                          RuntimeWarning, stacklevel=2)
         _enabled = True
         _mode = "extension" if extension is not None else "pluggable"
         if extension is None:

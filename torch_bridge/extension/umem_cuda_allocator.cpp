@@ -33,6 +33,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -275,10 +276,12 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   // --- private pools: PyTorch's own allocator (Note [Two allocators, one interface]) ----------
   void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
                            std::function<bool(cudaStream_t)> filter) override {
-    const bool fresh = native_->getPoolUseCount(device, mempool_id) == 0;
+    // A pool PyTorch's allocator would create here (a graph capture's own) gets umem's segments:
+    // created with them first, the routing's reference taken by beginAllocateToPool itself.
+    const bool fresh = add_pool_reference(device, mempool_id);
     if (fresh) native_->createOrIncrefPool(device, mempool_id, segments_);
     native_->beginAllocateToPool(device, mempool_id, filter);
-    if (fresh) native_->releasePool(device, mempool_id);  // the routing holds the pool now
+    if (fresh) native_->releasePool(device, mempool_id);
     {
       std::lock_guard lock(routes_mutex_);
       routing_.push_back(route{device, mempool_id, std::move(filter)});
@@ -301,10 +304,15 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   }
   void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
                           std::shared_ptr<cca::CUDAAllocator> allocator) override {
-    native_->createOrIncrefPool(device, mempool_id, allocator ? std::move(allocator) : segments_);
+    const bool fresh = add_pool_reference(device, mempool_id);
+    native_->createOrIncrefPool(device, mempool_id,
+                                allocator || !fresh ? std::move(allocator) : segments_);
   }
   void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
     native_->releasePool(device, mempool_id);
+    std::lock_guard lock(routes_mutex_);
+    auto it = pool_references_.find({device, mempool_id});
+    if (it != pool_references_.end() && --it->second == 0) pool_references_.erase(it);
   }
   int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
     return native_->getPoolUseCount(device, mempool_id);
@@ -413,6 +421,13 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
 
   bool capturing() const { return routes_.load(std::memory_order_acquire) != 0; }
 
+  // Mirrors the use count of PyTorch's private pools (its getPoolUseCount asserts that the pool
+  // exists): true when `id` had no reference, so PyTorch's allocator is about to create it.
+  bool add_pool_reference(c10::DeviceIndex device, c10::MempoolId_t id) {
+    std::lock_guard lock(routes_mutex_);
+    return pool_references_[{device, id}]++ == 0;
+  }
+
   void* umem_alloc(size_t n, c10::DeviceIndex device, cudaStream_t stream) {
     void* p = nullptr;
     umem_status s;
@@ -444,6 +459,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   std::vector<route> routing_;
   std::atomic<int> routes_{0};  // routing_.size(), read without the lock
   std::vector<cca::OutOfMemoryObserver> oom_observers_;
+  std::map<std::pair<c10::DeviceIndex, c10::MempoolId_t>, int> pool_references_;
 };
 
 void delete_block(void* p) { the_allocator->free(p); }
@@ -466,6 +482,14 @@ void install(const pybind11::dict& functions) {
 // already exists (then the GPU backend's own events serve, where it has them).
 int set_event_provider() { return fn.umem_torch_set_event_provider(&events); }
 
+// After torch.cuda.memory.change_current_allocator: makes umem the CUDA entry of c10's allocator
+// registry too, which torch.accelerator's memory functions ask; false if that did not take.
+bool register_device_allocator() {
+  TORCH_CHECK(the_allocator != nullptr, "umem: make_allocator() first");
+  c10::SetAllocator(c10::DeviceType::CUDA, the_allocator, UINT8_MAX);
+  return c10::GetAllocator(c10::DeviceType::CUDA) == the_allocator;
+}
+
 std::shared_ptr<cca::CUDAAllocator> make_allocator() {
   TORCH_CHECK(fn.umem_torch_alloc != nullptr, "umem: install() the library's functions first");
   TORCH_CHECK(the_allocator == nullptr, "umem: the allocator exists already");
@@ -482,4 +506,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_event_provider", &set_event_provider, "umem's stream events in PyTorch's runtime");
   m.def("make_allocator", &make_allocator,
         "the allocator, for torch.cuda.memory.change_current_allocator");
+  m.def("register_device_allocator", &register_device_allocator,
+        "umem as c10's CUDA allocator too (torch.accelerator), once it is PyTorch's");
 }

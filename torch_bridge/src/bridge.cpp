@@ -177,7 +177,7 @@ void bridge::throw_oom(std::size_t bytes, int device, const std::string& detail)
                                          " bytes for the host: " + detail);
   std::uint64_t free_bytes = 0, total = 0;
   try {
-    std::tie(free_bytes, total) = mem_get_info(device);
+    std::tie(free_bytes, total) = capacity(device);  // the cap is reported as "allowed"
   } catch (const error&) {
     // The message still says what was asked for; capacity is unknown here.
   }
@@ -374,13 +374,7 @@ void bridge::set_memory_fraction(double fraction, int device) {
                                             " is not in [0, 1] (1 removes the cap)");
   std::optional<std::uint64_t> cap;
   if (fraction < 1.0) {
-    std::uint64_t total = 0;
-    {
-      std::lock_guard lock(mutex_);
-      usage& u = usage_[device];
-      u.cap_bytes.reset();  // the capacity, not what is left under the old cap
-    }
-    total = mem_get_info(device).second;
+    const std::uint64_t total = capacity(device).second;
     cap = static_cast<std::uint64_t>(fraction * static_cast<double>(total));
   }
   std::lock_guard lock(mutex_);
@@ -396,6 +390,17 @@ double bridge::memory_fraction(int device) const {
 }
 
 std::pair<std::uint64_t, std::uint64_t> bridge::mem_get_info(int device) const {
+  auto [free_bytes, total] = capacity(device);
+  std::lock_guard lock(mutex_);
+  if (auto it = usage_.find(device); it != usage_.end() && it->second.cap_bytes) {
+    total = std::min(total, *it->second.cap_bytes);
+    const auto used = static_cast<std::uint64_t>(it->second.allocated[0].current);
+    free_bytes = std::min(free_bytes, total > used ? total - used : 0);
+  }
+  return {std::min(free_bytes, total), total};
+}
+
+std::pair<std::uint64_t, std::uint64_t> bridge::capacity(int device) const {
   std::uint64_t free_bytes = 0, total = 0;
   if (const auto own = device >= 0 && !alloc_->topo().gpus().empty()
                            ? alloc_->device_memory_info(device)
@@ -416,13 +421,7 @@ std::pair<std::uint64_t, std::uint64_t> bridge::mem_get_info(int device) const {
   const std::int64_t cached =
       reserved - allocated + static_cast<std::int64_t>(cache_->held_bytes(device));
   free_bytes += static_cast<std::uint64_t>(std::max<std::int64_t>(cached, 0));
-  std::lock_guard lock(mutex_);
-  if (auto it = usage_.find(device); it != usage_.end() && it->second.cap_bytes) {
-    total = std::min(total, *it->second.cap_bytes);
-    const auto used = static_cast<std::uint64_t>(it->second.allocated[0].current);
-    free_bytes = std::min(free_bytes, total > used ? total - used : 0);
-  }
-  return {std::min(free_bytes, total), total};
+  return {free_bytes, total};
 }
 
 device_stats bridge::stats(int device) const {

@@ -162,6 +162,9 @@ class bridge {
   [[noreturn]] void throw_oom(std::size_t bytes, int device, const std::string& detail);
   void account_allocate(int device, std::size_t reported, std::size_t requested, bool reused);
   void released(const held_block& b, bool shared);
+  // {free, total} before the memory fraction's cap: the GPU's own memory (discrete), else the
+  // NUMA node's as the kernel reports it; free includes umem's unused cache there.
+  std::pair<std::uint64_t, std::uint64_t> capacity(int device) const;
   // Whether device's memory is the GPU's own (a discrete GPU) rather than its node's.
   bool discrete(int device) const;
   // {reserved, allocated} bytes of the pools holding device's memory.
