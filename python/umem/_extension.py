@@ -19,6 +19,7 @@ _SOURCE = "umem_cuda_allocator.cpp"
 # Every libumem_torch.so function the extension calls (its UMEM_FUNCTIONS list).
 FUNCTIONS = ("umem_torch_alloc", "umem_torch_release", "umem_torch_record_stream",
              "umem_torch_owns", "umem_torch_segment_alloc", "umem_torch_segment_free",
+             "umem_torch_set_external_reserved",
              "umem_torch_capture_begin", "umem_torch_capture_end", "umem_torch_get_device_stats",
              "umem_torch_reset_peak_stats", "umem_torch_reset_accumulated_stats",
              "umem_torch_empty_cache", "umem_torch_set_memory_fraction",

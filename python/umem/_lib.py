@@ -62,6 +62,7 @@ def _declare(lib):
         "umem_torch_owns": (c.c_int, [c.c_void_p]),
         "umem_torch_segment_alloc": (c.c_int, [c.c_size_t, c.c_int, c.POINTER(c.c_void_p)]),
         "umem_torch_segment_free": (c.c_int, [c.c_void_p]),
+        "umem_torch_set_external_reserved": (c.c_int, [c.c_int, c.c_uint64]),
         "umem_torch_capture_begin": (None, []),
         "umem_torch_capture_end": (None, []),
         "umem_torch_get_device_stats": (c.c_int, [c.c_int, c.c_void_p]),

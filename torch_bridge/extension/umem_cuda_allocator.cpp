@@ -37,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,7 +55,8 @@ struct umem_functions {
 #define UMEM_FN(name) decltype(&::name) name = nullptr;
 #define UMEM_FUNCTIONS(X)                                                                     \
   X(umem_torch_alloc) X(umem_torch_release) X(umem_torch_record_stream) X(umem_torch_owns)    \
-  X(umem_torch_segment_alloc) X(umem_torch_segment_free) X(umem_torch_capture_begin)         \
+  X(umem_torch_segment_alloc) X(umem_torch_segment_free) X(umem_torch_set_external_reserved) \
+  X(umem_torch_capture_begin)                                                                 \
   X(umem_torch_capture_end) X(umem_torch_get_device_stats) X(umem_torch_reset_peak_stats)    \
   X(umem_torch_reset_accumulated_stats) X(umem_torch_empty_cache)                            \
   X(umem_torch_set_memory_fraction) X(umem_torch_get_memory_fraction)                        \
@@ -140,7 +142,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     const c10::Device where(c10::DeviceType::CUDA, device);
     if (n == 0) return {nullptr, nullptr, &delete_block, where};
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
-    void* p = routed(device, stream) ? native_->raw_alloc_with_stream(n, stream)
+    void* p = routed(device, stream) ? native_alloc(n, device, stream)
                                      : umem_alloc(n, device, stream);
     return {p, p, &delete_block, where};
   }
@@ -155,7 +157,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   void* raw_alloc_with_stream(size_t n, cudaStream_t stream) override {
     if (n == 0) return nullptr;
     const c10::DeviceIndex device = c10::cuda::current_device();
-    return routed(device, stream) ? native_->raw_alloc_with_stream(n, stream)
+    return routed(device, stream) ? native_alloc(n, device, stream)
                                   : umem_alloc(n, device, stream);
   }
   void raw_delete(void* p) override { free(p); }
@@ -164,6 +166,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     if (p == nullptr) return;
     if (fn.umem_torch_owns(p) == 0) {
       native_->raw_delete(p);
+      note_native_reserved(c10::cuda::current_device());
       return;
     }
     const relaxed_capture relaxed(capturing());
@@ -214,9 +217,11 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   void emptyCache(c10::MempoolId_t mempool_id) override {
     // Like PyTorch's: the default pool is released only while no pool routing is active, and
     // releasing waits for the events of blocks still used by streams, not for whole devices.
+    // PyTorch's first: the pool segments it releases go back to umem, whose trim then frees them.
+    native_->emptyCache(mempool_id);
     if (mempool_id.first == 0 && mempool_id.second == 0 && routes_.load() == 0)
       check(fn.umem_torch_empty_cache(0, nullptr), "empty_cache");
-    native_->emptyCache(mempool_id);
+    for (c10::DeviceIndex d = 0; d < c10::cuda::device_count(); ++d) note_native_reserved(d);
   }
   void cacheInfo(c10::DeviceIndex device, size_t* largest) override {
     native_->cacheInfo(device, largest);
@@ -312,13 +317,21 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     native_->releasePool(device, mempool_id);
     std::lock_guard lock(routes_mutex_);
     auto it = pool_references_.find({device, mempool_id});
-    if (it != pool_references_.end() && --it->second == 0) pool_references_.erase(it);
+    if (it != pool_references_.end() && --it->second == 0) {
+      pool_references_.erase(it);
+      use_on_oom_.erase({device, mempool_id});
+    }
   }
   int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
     return native_->getPoolUseCount(device, mempool_id);
   }
   void setUseOnOOM(c10::DeviceIndex device, c10::MempoolId_t mempool_id, bool use_on_oom) override {
     native_->setUseOnOOM(device, mempool_id, use_on_oom);
+    std::lock_guard lock(routes_mutex_);
+    if (use_on_oom)
+      use_on_oom_.insert({device, mempool_id});
+    else
+      use_on_oom_.erase({device, mempool_id});
   }
   void setNoSplit(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
     native_->setNoSplit(device, mempool_id);
@@ -428,6 +441,28 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     return pool_references_[{device, id}]++ == 0;
   }
 
+  // Tells umem what PyTorch's allocator holds on `device` (umem_torch_set_external_reserved),
+  // after every call that may have changed it; only pool and fallback paths call it.
+  void note_native_reserved(c10::DeviceIndex device) {
+    const cda::DeviceStats s = native_->getDeviceStats(device);
+    const auto reserved =
+        s.reserved_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+    (void)fn.umem_torch_set_external_reserved(device, static_cast<uint64_t>(reserved));
+  }
+
+  void* native_alloc(size_t n, c10::DeviceIndex device, cudaStream_t stream) {
+    void* p = native_->raw_alloc_with_stream(n, stream);
+    note_native_reserved(device);
+    return p;
+  }
+
+  bool has_use_on_oom_pool(c10::DeviceIndex device) {
+    std::lock_guard lock(routes_mutex_);
+    for (const auto& [d, id] : use_on_oom_)
+      if (d == device) return true;
+    return false;
+  }
+
   void* umem_alloc(size_t n, c10::DeviceIndex device, cudaStream_t stream) {
     void* p = nullptr;
     umem_status s;
@@ -441,6 +476,14 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
       {
         std::lock_guard lock(routes_mutex_);
         observers = oom_observers_;
+      }
+      // MemPools made with use_on_oom lend their free blocks when the device is full, as in
+      // PyTorch: its allocator's out-of-memory path tries them (and fails as umem did otherwise).
+      if (has_use_on_oom_pool(device)) {
+        try {
+          return native_alloc(n, device, stream);
+        } catch (const c10::OutOfMemoryError&) {
+        }
       }
       if (!observers.empty()) {
         size_t free_bytes = 0, total = 0;
@@ -460,6 +503,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   std::atomic<int> routes_{0};  // routing_.size(), read without the lock
   std::vector<cca::OutOfMemoryObserver> oom_observers_;
   std::map<std::pair<c10::DeviceIndex, c10::MempoolId_t>, int> pool_references_;
+  std::set<std::pair<c10::DeviceIndex, c10::MempoolId_t>> use_on_oom_;
 };
 
 void delete_block(void* p) { the_allocator->free(p); }

@@ -240,7 +240,8 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
   {
     std::unique_lock lock(mutex_);
     const usage& u = usage_[device];
-    if (u.cap_bytes && static_cast<std::uint64_t>(u.allocated[0].current) + reported > *u.cap_bytes) {
+    if (u.cap_bytes && static_cast<std::uint64_t>(u.allocated[0].current + u.external_bytes) +
+                               reported > *u.cap_bytes) {
       const std::string detail = "the memory fraction " + std::to_string(u.fraction) +
                                  " caps device " + std::to_string(device) + " at " +
                                  std::to_string(*u.cap_bytes) +
@@ -355,6 +356,11 @@ void bridge::deallocate_segment(void* p) {
   alloc_->deallocate(p);
 }
 
+void bridge::set_external_reserved(int device, std::uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  usage_[device].external_bytes = static_cast<std::int64_t>(bytes);
+}
+
 void bridge::capture_begin() { captures_.fetch_add(1); }
 
 void bridge::capture_end() {
@@ -459,9 +465,17 @@ device_stats bridge::stats(int device) const {
   out.active_bytes = u->active_bytes;
   out.num_alloc_retries = u->num_alloc_retries;
   out.num_ooms = u->num_ooms;
-  // PyTorch reports the segments it took for its own pools; here they are only blocks of umem's.
-  out.reserved_bytes[0].current -= u->lent_bytes;
-  out.segment[0].current -= u->lent_segments;
+  // PyTorch reports the segments it took for its own pools (2 MiB or more: umem's large blocks);
+  // here they are only blocks of umem's. Peaks cannot be corrected exactly: they stay at least
+  // the current value, and equal it after a reset.
+  for (std::size_t c : {std::size_t{0}, static_cast<std::size_t>(alloc::size_class::large_pool)}) {
+    for (auto [by_class, lent] : {std::pair{&out.reserved_bytes, u->lent_bytes},
+                                  std::pair{&out.segment, u->lent_segments}}) {
+      alloc::stat& x = (*by_class)[c];
+      x.current -= lent;
+      x.peak = std::max(x.peak - lent, x.current);
+    }
+  }
   return out;
 }
 

@@ -295,6 +295,10 @@ umem_status umem_torch_segment_free(void* ptr) {
   return guarded([&] { get_bridge().deallocate_segment(ptr); });
 }
 
+umem_status umem_torch_set_external_reserved(int device, uint64_t bytes) {
+  return guarded([&] { get_bridge().set_external_reserved(device, bytes); });
+}
+
 umem_status umem_torch_record_stream(void* ptr, void* stream) {
   return guarded([&] { get_bridge().record_stream(ptr, stream); });
 }

@@ -120,6 +120,9 @@ umem_status umem_torch_record_stream(void* ptr, void* stream);
  * memory of the device, not counted in umem_torch_get_device_stats (PyTorch counts it). */
 umem_status umem_torch_segment_alloc(size_t size, int device, void** out);
 umem_status umem_torch_segment_free(void* ptr);
+/* What PyTorch's own caching allocator reserves on `device` (its private pools): it counts
+ * against the memory fraction's cap as well, as PyTorch's fraction covers the whole device. */
+umem_status umem_torch_set_external_reserved(int device, uint64_t bytes);
 /* 1 when ptr is a live block of umem_torch_alloc or umem_torch_host_malloc, else 0. */
 int umem_torch_owns(const void* ptr);
 /* A CUDA/HIP graph capture begins / ends in the process: while one is underway no event is

@@ -111,6 +111,10 @@ class bridge {
   void* allocate_host(std::size_t bytes, int node);
   void deallocate_host(void* p);
 
+  // What PyTorch's own caching allocator holds for `device` (its private pools' segments): counts
+  // against the memory fraction's cap, since PyTorch's fraction covers all of a device's memory.
+  void set_external_reserved(int device, std::uint64_t bytes);
+
   // A graph capture begins / ends somewhere in the process (Note [Frees during graph capture]
   // in stream_ordered_cache.hpp): while one is underway no event is queried or recorded.
   void capture_begin();
@@ -149,6 +153,7 @@ class bridge {
     std::optional<std::uint64_t> cap_bytes;
     std::int64_t lent_bytes = 0;  // allocate_segment's blocks, counted by PyTorch itself
     std::int64_t lent_segments = 0;
+    std::int64_t external_bytes = 0;  // set_external_reserved
   };
   struct live_block {
     std::size_t requested = 0;
