@@ -30,11 +30,7 @@ class CudaDeviceSource : public ::testing::Test {
     cuda::discover_cuda(topo_, *drv_);
     ASSERT_EQ(topo_.gpus().size(), 1u);
   }
-  cuda::cu_context current() const {
-    cuda::cu_context c = nullptr;
-    drv_->check(drv_->fn().cuCtxGetCurrent(&c), "cuCtxGetCurrent");
-    return c;
-  }
+  cuda::cu_context current() const { return test::current_context(*drv_); }
 
   std::unique_ptr<test::cuda_double_machine> served_;
   std::shared_ptr<const cuda::cuda_driver> drv_;

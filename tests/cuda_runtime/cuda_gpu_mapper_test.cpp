@@ -34,11 +34,7 @@ class CudaMapper : public ::testing::Test {
   }
   void TearDown() override { munmap(base_, kSize); }
   segment seg() const { return segment{base_, kSize, {bind_mode::bind, {0}}, coherence::fine}; }
-  cuda::cu_context current() const {
-    cuda::cu_context c = nullptr;
-    drv_->check(drv_->fn().cuCtxGetCurrent(&c), "cuCtxGetCurrent");
-    return c;
-  }
+  cuda::cu_context current() const { return test::current_context(*drv_); }
 
   std::unique_ptr<test::cuda_double_machine> served_;
   std::shared_ptr<const cuda::cuda_driver> drv_;

@@ -120,4 +120,11 @@ class cuda_double_machine {
   scoped_env snap_;
 };
 
+// The calling thread's current CUDA context, as the driver reports it.
+inline cuda::cu_context current_context(const cuda::cuda_driver& drv) {
+  cuda::cu_context c = nullptr;
+  drv.check(drv.fn().cuCtxGetCurrent(&c), "cuCtxGetCurrent");
+  return c;
+}
+
 }  // namespace umem::test

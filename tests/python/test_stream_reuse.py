@@ -21,3 +21,23 @@ def test_block_freed_on_stream_a_waits_for_a_before_stream_b_gets_it():
     assert r["held_after_completion"] == 0        # released once A's event completed
     assert r["other_stream_reuses_after_completion"] is True
     assert r["held_after_empty_cache"] == 0
+
+
+def test_record_stream_capture_deferral_and_pytorch_statistics():
+    root = os.path.abspath(os.path.join(HERE, "..", "..", "python"))
+    run = subprocess.run([sys.executable, os.path.join(HERE, "stream_uses_child.py"), root],
+                         capture_output=True, text=True, check=True, timeout=120)
+    r = json.loads(run.stdout.strip().splitlines()[-1])
+    assert r["reported_bytes"] == 512 and r["requested_bytes"] == 100  # PyTorch's rounding
+    assert r["small_pool_blocks"] == 1 and r["owns"] == 1
+    assert r["active_after_own_stream_free"] == 0  # free for its own stream at once
+    assert r["events_on_both_streams"] == [0xA000, 0xB000]
+    assert r["active_while_used_elsewhere"] == 1 << 20
+    assert r["own_stream_waits_too"] is True
+    assert r["inactive_after_completion"] == 1 << 20  # only the new block r is active
+    assert r["events_recorded_during_capture"] == 0
+    assert r["other_stream_during_capture_gets_another"] is True
+    assert r["events_recorded_at_capture_end"] >= 1
+    assert r["segment_alloc_counted"] == 0
+    assert r["segment_in_reserved"] == 0  # lent memory is PyTorch's to report
+    assert r["visited_block"] == [[3 << 20, 3 << 20, 1, 1]]

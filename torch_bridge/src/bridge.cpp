@@ -516,18 +516,22 @@ std::map<std::string, std::int64_t> bridge::memory_stats(int device) const {
   return out;
 }
 
-void bridge::reset_peak_stats(int device) {
-  std::lock_guard lock(mutex_);
-  auto reset = [](usage& u) {
-    for (device_stats::by_class* s : {&u.allocated, &u.requested, &u.allocation, &u.active,
-                                      &u.active_bytes})
-      reset_peaks(*s);
-  };
+template <class F>
+void bridge::for_each_usage(int device, F&& f) {
   if (device >= 0) {
-    reset(usage_[device]);
-  } else {
-    for (auto& [d, u] : usage_) reset(u);
-    reset(total_);
+    f(usage_[device]);
+    return;
+  }
+  for (auto& [d, u] : usage_) f(u);
+  f(total_);
+}
+
+void bridge::reset_peak_stats(int device) {
+  {
+    std::lock_guard lock(mutex_);
+    for_each_usage(device, [](usage& u) {
+      for (device_stats::by_class* s : u.gauges()) reset_peaks(*s);
+    });
   }
   // Segments are the pools': their peaks restart too (other devices' pools included when they
   // share a node, as reserved_bytes does).
@@ -536,18 +540,10 @@ void bridge::reset_peak_stats(int device) {
 
 void bridge::reset_accumulated_stats(int device) {
   std::lock_guard lock(mutex_);
-  auto reset = [](usage& u) {
-    for (device_stats::by_class* s : {&u.allocated, &u.requested, &u.allocation, &u.active,
-                                      &u.active_bytes})
-      reset_accumulated(*s);
+  for_each_usage(device, [](usage& u) {
+    for (device_stats::by_class* s : u.gauges()) reset_accumulated(*s);
     u.num_ooms = u.num_alloc_retries = 0;
-  };
-  if (device >= 0) {
-    reset(usage_[device]);
-  } else {
-    for (auto& [d, u] : usage_) reset(u);
-    reset(total_);
-  }
+  });
 }
 
 std::vector<segment_view> bridge::segments(int device) const {

@@ -154,6 +154,9 @@ class bridge {
     std::int64_t lent_bytes = 0;  // allocate_segment's blocks, counted by PyTorch itself
     std::int64_t lent_segments = 0;
     std::int64_t external_bytes = 0;  // set_external_reserved
+    std::array<device_stats::by_class*, 5> gauges() {
+      return {&allocated, &requested, &allocation, &active, &active_bytes};
+    }
   };
   struct live_block {
     std::size_t requested = 0;
@@ -163,6 +166,9 @@ class bridge {
     std::vector<void*> uses;  // other streams (record_stream)
   };
   alloc::request request_for(int device) const;
+  // f(usage&) for `device`'s share, or every share and the total for -1; mutex_ held.
+  template <class F>
+  void for_each_usage(int device, F&& f);
   void* allocate_with_retry(std::size_t bytes, const alloc::request& r, int device);
   [[noreturn]] void throw_oom(std::size_t bytes, int device, const std::string& detail);
   void account_allocate(int device, std::size_t reported, std::size_t requested, bool reused);
