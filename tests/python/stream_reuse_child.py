@@ -7,49 +7,12 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import umem._lib as L  # noqa: E402
 
+from fake_events import FakeEvents  # noqa: E402
+
 lib = L.lib()
-pending = {}  # event id -> completed?
-recorded_on = {}
-next_id = [1]
-
-CREATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int)
-RECORD = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
-QUERY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
-SYNC = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-DESTROY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
-class Provider(ctypes.Structure):
-    _fields_ = [("create", CREATE), ("record", RECORD), ("query", QUERY),
-                ("synchronize", SYNC), ("destroy", DESTROY)]
-
-
-def create(device):
-    i = next_id[0]
-    next_id[0] += 1
-    pending[i] = True
-    return i
-
-
-def record(e, stream):
-    pending[e] = False  # work is queued on the stream until complete() says otherwise
-    recorded_on[e] = stream
-
-
-def query(e):
-    return 1 if pending[e] else 0
-
-
-def sync(e):
-    pending[e] = True
-
-
-def destroy(e):
-    pending.pop(e, None)
-
-
-provider = Provider(CREATE(create), RECORD(record), QUERY(query), SYNC(sync), DESTROY(destroy))
-L.check(lib.umem_torch_set_event_provider(ctypes.byref(provider)))
+events = FakeEvents()
+events.install(lib, L.check)
+pending = events.pending
 
 
 def stats():

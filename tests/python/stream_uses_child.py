@@ -8,51 +8,12 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import umem._lib as L  # noqa: E402
 
+from fake_events import FakeEvents  # noqa: E402
+
 lib = L.lib()
-pending = {}  # event id -> completed?
-recorded_on = {}
-records = [0]  # record() calls (events are recycled, so ids repeat)
-next_id = [1]
-
-CREATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int)
-RECORD = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
-QUERY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
-SYNC = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-DESTROY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
-class Provider(ctypes.Structure):
-    _fields_ = [("create", CREATE), ("record", RECORD), ("query", QUERY),
-                ("synchronize", SYNC), ("destroy", DESTROY)]
-
-
-def create(device):
-    i = next_id[0]
-    next_id[0] += 1
-    pending[i] = True
-    return i
-
-
-def record(e, stream):
-    pending[e] = False
-    recorded_on[e] = stream
-    records[0] += 1
-
-
-def query(e):
-    return 1 if pending[e] else 0
-
-
-def sync(e):
-    pending[e] = True
-
-
-def destroy(e):
-    pending.pop(e, None)
-
-
-provider = Provider(CREATE(create), RECORD(record), QUERY(query), SYNC(sync), DESTROY(destroy))
-L.check(lib.umem_torch_set_event_provider(ctypes.byref(provider)))
+events = FakeEvents()
+events.install(lib, L.check)
+pending, recorded_on = events.pending, events.recorded_on
 
 
 class Stat(ctypes.Structure):
@@ -80,11 +41,6 @@ def stats():
     s = DeviceStats()
     L.check(lib.umem_torch_get_device_stats(0, ctypes.byref(s)))
     return s
-
-
-def complete_all():
-    for e in pending:
-        pending[e] = True
 
 
 def alloc(size, stream):
@@ -117,21 +73,21 @@ out["active_while_used_elsewhere"] = stats().active_bytes[0].current - before.ac
 q = alloc(size, A)
 out["own_stream_waits_too"] = q != p
 L.check(lib.umem_torch_release(ctypes.c_void_p(q)))
-complete_all()
+events.complete_all()
 r = alloc(size, B)  # the miss releases completed blocks first; then the pool may hand either out
 out["inactive_after_completion"] = stats().active_bytes[0].current - before.active_bytes[0].current
 L.check(lib.umem_torch_release(ctypes.c_void_p(r)))
-complete_all()
+events.complete_all()
 
 # During a capture nothing is recorded; the block is reusable by its own stream only.
-recorded = records[0]
+recorded = events.records
 lib.umem_torch_capture_begin()
 p = alloc(size, A)
 L.check(lib.umem_torch_release(ctypes.c_void_p(p)))
-out["events_recorded_during_capture"] = records[0] - recorded
+out["events_recorded_during_capture"] = events.records - recorded
 out["other_stream_during_capture_gets_another"] = alloc(size, B) != p
 lib.umem_torch_capture_end()
-out["events_recorded_at_capture_end"] = records[0] - recorded
+out["events_recorded_at_capture_end"] = events.records - recorded
 
 # Segments lent to PyTorch's own pools are not counted as PyTorch allocations here.
 seg = ctypes.c_void_p()

@@ -164,13 +164,17 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
 
   void free(void* p) {
     if (p == nullptr) return;
-    if (fn.umem_torch_owns(p) == 0) {
+    umem_status s;
+    {
+      const relaxed_capture relaxed(capturing());
+      s = fn.umem_torch_release(p);  // one lookup: umem's blocks are the common case
+    }
+    if (s == UMEM_ERR_NOT_FOUND) {
       native_->raw_delete(p);
       note_native_reserved(c10::cuda::current_device());
-      return;
+    } else if (s != UMEM_OK) {
+      TORCH_WARN("umem: free failed: ", umem_message());
     }
-    const relaxed_capture relaxed(capturing());
-    if (fn.umem_torch_release(p) != UMEM_OK) TORCH_WARN("umem: free failed: ", umem_message());
   }
 
   void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {

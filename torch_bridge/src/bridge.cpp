@@ -272,7 +272,7 @@ void bridge::deallocate(void* p) {
     std::lock_guard lock(mutex_);
     auto it = live_.find(p);
     if (it == live_.end())
-      throw_error(errc::invalid_argument,
+      throw_error(errc::not_found,
                   "umem torch bridge: free of a pointer that is not a live allocation");
     l = std::move(it->second);
     live_.erase(it);

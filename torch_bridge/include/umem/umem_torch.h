@@ -113,7 +113,8 @@ umem_status umem_torch_set_event_provider(const umem_torch_event_provider* provi
  * total capacity of ...", HIP on ROCr) and ends with umem's detail. */
 umem_status umem_torch_alloc(size_t size, int device, void* stream, void** out);
 /* Frees a block of umem_torch_alloc; it waits for its allocation stream and the streams
- * umem_torch_record_stream named (Note [Stream-ordered reuse]). */
+ * umem_torch_record_stream named (Note [Stream-ordered reuse]). UMEM_ERR_NOT_FOUND, changing
+ * nothing, for a pointer umem did not hand out (the extension then gives it to PyTorch's). */
 umem_status umem_torch_release(void* ptr);
 umem_status umem_torch_record_stream(void* ptr, void* stream);
 /* Memory PyTorch's own caching allocator takes for its private pools (graphs, MemPools): umem

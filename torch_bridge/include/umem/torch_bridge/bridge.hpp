@@ -93,8 +93,8 @@ class bridge {
   // invalid_argument (size 0, unknown device).
   void* allocate(std::size_t bytes, int device, void* stream);
   // Frees a live allocation of allocate(); it waits for its stream (and the streams
-  // record_stream named) before another stream may get it. Throws umem::error(invalid_argument)
-  // for a pointer that is not a live allocation.
+  // record_stream named) before another stream may get it. Throws umem::error(not_found) for a
+  // pointer that is not a live allocation, changing nothing.
   void deallocate(void* p);
   // PyTorch's Tensor.record_stream: `p` (a live allocation) is also used on `stream`.
   void record_stream(void* p, void* stream);
