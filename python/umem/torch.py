@@ -373,7 +373,9 @@ def _alias(ptr, nbytes, device, owner):
 def _alias_like(t, device):
     """t's whole storage on `device`, viewed with t's dtype, sizes, strides and offset."""
     ptr, nbytes = _storage_span(t)
-    base = _alias(ptr, nbytes, device, t).view(t.dtype)
+    # The owner is a detached view: it holds t's storage even after `t.data = ...` rebinds t
+    # (as in `param.data = as_device(param)`), which would otherwise free the aliased memory.
+    base = _alias(ptr, nbytes, device, t.detach()).view(t.dtype)
     return base.as_strided(t.size(), t.stride(), t.storage_offset())
 
 

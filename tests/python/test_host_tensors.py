@@ -75,3 +75,19 @@ def test_interpreter_exit_prints_nothing():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
+def test_an_alias_keeps_the_memory_when_its_source_is_rebound():
+    # `param.data = as_device(param)` rebinds the source; the alias must still own the memory.
+    before = ut.memory_stats(-1)["allocation.all.current"]
+    x = ut.empty(1024, dtype=torch.float32, node=0)
+    x.fill_(3.0)
+    alias = ut._alias_like(x, torch.device("cpu"))
+    x.data = torch.zeros(1)
+    del x
+    gc.collect()
+    assert ut.memory_stats(-1)["allocation.all.current"] == before + 1
+    assert alias.sum().item() == 3.0 * 1024
+    del alias
+    gc.collect()
+    assert ut.memory_stats(-1)["allocation.all.current"] == before
