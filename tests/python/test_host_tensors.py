@@ -80,7 +80,7 @@ def test_interpreter_exit_prints_nothing():
 def test_an_alias_keeps_the_memory_when_its_source_is_rebound():
     # `param.data = as_device(param)` rebinds the source; the alias must still own the memory.
     before = ut.memory_stats(-1)["allocation.all.current"]
-    x = ut.empty(1024, dtype=torch.float32, node=0)
+    x = ut.empty(1024, dtype=torch.float32, node=0).detach()  # not a view: x alone holds it
     x.fill_(3.0)
     alias = ut._alias_like(x, torch.device("cpu"))
     x.data = torch.zeros(1)
