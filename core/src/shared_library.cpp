@@ -51,4 +51,20 @@ std::optional<opened_library> find_loaded_library(std::span<const std::string> c
   return opened;
 }
 
+library_reference::library_reference(library_reference&& other) noexcept
+    : lib_(std::exchange(other.lib_, opened_library{})) {}
+
+library_reference::~library_reference() {
+  if (lib_.handle != nullptr) dlclose(lib_.handle);
+}
+
+void* library_reference::symbol(const char* name, bool required, const std::string& what,
+                                const std::string& hint) const {
+  void* p = dlsym(lib_.handle, name);
+  if (p == nullptr && required)
+    throw_error(errc::runtime_error, what + " " + lib_.mapped_path +
+                                         " lacks the required symbol " + name + "; " + hint);
+  return p;
+}
+
 }  // namespace umem

@@ -1,7 +1,5 @@
 #include "umem/hip_runtime/hip_runtime.hpp"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <array>
 #include <utility>
@@ -27,19 +25,12 @@ constexpr std::array kSymbols{
 };
 
 template <class Fn>
-void resolve(void* handle, const std::string& path, const char* name, hip_symbol_need need,
-             Fn& slot) {
-  void* p = dlsym(handle, name);
-  if (p == nullptr) {
-    if (need == hip_symbol_need::required)
-      throw_error(errc::runtime_error,
-                  "the HIP runtime " + path + " lacks the required symbol " + name +
-                      "; it is not a usable libamdhip64 (point UMEM_HIP_RUNTIME_LIB at the HIP "
-                      "runtime the process uses)");
-    return;
-  }
+void resolve(const library_reference& lib, const char* name, hip_symbol_need need, Fn& slot) {
   // POSIX guarantees that a dlsym result converts to a function pointer.
-  slot = reinterpret_cast<Fn>(p);
+  slot = reinterpret_cast<Fn>(
+      lib.symbol(name, need == hip_symbol_need::required, "the HIP runtime",
+                 "it is not a usable libamdhip64 (point UMEM_HIP_RUNTIME_LIB at the HIP runtime "
+                 "the process uses)"));
 }
 
 }  // namespace
@@ -70,31 +61,16 @@ std::optional<hip_runtime> hip_runtime::find_loaded_in(std::span<const std::stri
     log().debug("{}; looked for:{}", kHipNotLoaded, tried);
     return std::nullopt;
   }
-  return hip_runtime(opened->handle, std::move(opened->path), std::move(opened->mapped_path));
+  return hip_runtime(*std::move(opened));
 }
 
-hip_runtime::hip_runtime(void* handle, std::string path, std::string resolved_path)
-    : handle_(handle), path_(std::move(path)), resolved_path_(std::move(resolved_path)) {
-  try {
+// A missing required symbol throws from the body: lib_ is built by then and drops the reference.
+hip_runtime::hip_runtime(opened_library lib) : lib_(std::move(lib)) {
 #define UMEM_HIP_RESOLVE(symbol, need, result, params) \
-  resolve(handle_, resolved_path_, #symbol, hip_symbol_need::need, fns_.symbol);
-    UMEM_HIP_SYMBOLS(UMEM_HIP_RESOLVE)
+  resolve(lib_, #symbol, hip_symbol_need::need, fns_.symbol);
+  UMEM_HIP_SYMBOLS(UMEM_HIP_RESOLVE)
 #undef UMEM_HIP_RESOLVE
-  } catch (...) {
-    dlclose(handle_);
-    throw;
-  }
-  log().debug("using the HIP runtime already loaded: {} ({})", path_, resolved_path_);
-}
-
-hip_runtime::hip_runtime(hip_runtime&& other) noexcept
-    : handle_(std::exchange(other.handle_, nullptr)),
-      path_(std::move(other.path_)),
-      resolved_path_(std::move(other.resolved_path_)),
-      fns_(std::exchange(other.fns_, hip_functions{})) {}
-
-hip_runtime::~hip_runtime() {
-  if (handle_ != nullptr) dlclose(handle_);
+  log().debug("using the HIP runtime already loaded: {} ({})", path(), resolved_path());
 }
 
 std::string hip_runtime::result_text(hip_error r) const {
@@ -109,7 +85,7 @@ std::string hip_runtime::result_text(hip_error r) const {
 void hip_runtime::check(hip_error r, const char* call) const {
   if (r == hip_compat::result::success) return;
   throw_error(errc::runtime_error, std::string(call) + " failed: " + result_text(r) + " (HIP " +
-                                       resolved_path_ + ")");
+                                       resolved_path() + ")");
 }
 
 }  // namespace umem::hip

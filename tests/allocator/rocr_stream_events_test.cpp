@@ -160,10 +160,7 @@ TEST_F(RocrStreamEvents, FailuresAreUmemErrors) {
     FAIL();
   } catch (const umem::error& e) {
     EXPECT_EQ(e.code(), errc::runtime_error);
-    EXPECT_EQ(std::string(e.what()),
-              std::string("hipEventQuery failed: hipErrorLaunchFailure (unspecified launch "
-                          "failure) (HIP ") +
-                  UMEM_HIP_DOUBLE_PATH + ")");
+    EXPECT_EQ(e.what(), umem::test::hip_double_launch_failure("hipEventQuery"));
   }
   hip_->fail_next("hipEventRecord", 400);
   EXPECT_THROW(ev->record(kStreamA), umem::error);

@@ -78,6 +78,17 @@ hip_error succeeded(state& s, const char* call) {
   return res::success;
 }
 
+// A query `call` writing value(state) to `out`.
+template <class Value>
+hip_error answer(const char* call, int* out, Value value) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (out == nullptr) return res::invalid_value;
+  if (hip_error r; injected(s, call, r)) return r;
+  *out = value(s);
+  return succeeded(s, call);
+}
+
 struct error_entry {
   hip_error code;
   const char* name;
@@ -106,21 +117,11 @@ UMEM_DOUBLE_EXPORT const char* hipGetErrorName(hip_error r) { return error_of(r)
 UMEM_DOUBLE_EXPORT const char* hipGetErrorString(hip_error r) { return error_of(r).text; }
 
 UMEM_DOUBLE_EXPORT hip_error hipGetDeviceCount(int* count) {
-  state& s = the_state();
-  std::lock_guard lock(s.mu);
-  if (count == nullptr) return res::invalid_value;
-  if (hip_error r; injected(s, "hipGetDeviceCount", r)) return r;
-  *count = s.device_count;
-  return succeeded(s, "hipGetDeviceCount");
+  return answer("hipGetDeviceCount", count, [](const state& s) { return s.device_count; });
 }
 
 UMEM_DOUBLE_EXPORT hip_error hipGetDevice(int* device) {
-  state& s = the_state();
-  std::lock_guard lock(s.mu);
-  if (device == nullptr) return res::invalid_value;
-  if (hip_error r; injected(s, "hipGetDevice", r)) return r;
-  *device = current_device;
-  return succeeded(s, "hipGetDevice");
+  return answer("hipGetDevice", device, [](const state&) { return current_device; });
 }
 
 UMEM_DOUBLE_EXPORT hip_error hipSetDevice(int device) {

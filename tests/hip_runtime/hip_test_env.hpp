@@ -12,6 +12,13 @@
 
 namespace umem::test {
 
+// What umem's check says when the double's `call` answers hipErrorLaunchFailure (719), as its error
+// table names it.
+inline std::string hip_double_launch_failure(const char* call) {
+  return std::string(call) + " failed: hipErrorLaunchFailure (unspecified launch failure) (HIP " +
+         UMEM_HIP_DOUBLE_PATH + ")";
+}
+
 // Every object the process has mapped, by the name ld.so records (the main program is "").
 inline std::vector<std::string> mapped_objects() {
   std::vector<std::string> out;

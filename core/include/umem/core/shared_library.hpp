@@ -5,6 +5,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 namespace umem {
 
@@ -25,5 +26,29 @@ opened_library open_first_library(std::span<const std::string> candidates, const
 // not an error. `tried` (may be null) gets one line per candidate that was not loaded.
 std::optional<opened_library> find_loaded_library(std::span<const std::string> candidates,
                                                   std::string* tried = nullptr);
+
+// An opened library that umem holds: dlclosed with its last owner; move-only.
+class library_reference {
+ public:
+  explicit library_reference(opened_library lib) : lib_(std::move(lib)) {}
+  library_reference(library_reference&& other) noexcept;
+  library_reference& operator=(library_reference&&) = delete;
+  library_reference(const library_reference&) = delete;
+  library_reference& operator=(const library_reference&) = delete;
+  ~library_reference();
+
+  void* handle() const { return lib_.handle; }
+  const std::string& path() const { return lib_.path; }
+  const std::string& mapped_path() const { return lib_.mapped_path; }
+
+  // The address of `name`, or null when the library lacks it and `required` is false. A missing
+  // required symbol throws umem::error(runtime_error): "<what> <mapped path> lacks the required
+  // symbol <name>; <hint>".
+  void* symbol(const char* name, bool required, const std::string& what,
+               const std::string& hint) const;
+
+ private:
+  opened_library lib_;
+};
 
 }  // namespace umem

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "umem/core/shared_library.hpp"
+
 namespace umem::hip {
 
 using hip_error = int;  // hipError_t (an enum of non-negative values)
@@ -75,16 +77,12 @@ class hip_runtime {
   // libamdhip64.so.6, libamdhip64.so.7, libamdhip64.so.5).
   static std::vector<std::string> default_candidates();
 
-  hip_runtime(hip_runtime&& other) noexcept;
-  hip_runtime& operator=(hip_runtime&&) = delete;
-  hip_runtime(const hip_runtime&) = delete;
-  hip_runtime& operator=(const hip_runtime&) = delete;
-  ~hip_runtime();  // dlclose of umem's own reference; the library stays loaded by its owner
+  // Move-only; destruction drops umem's own reference (the library stays loaded by its owner).
 
   const hip_functions& fn() const { return fns_; }
   // The candidate that matched, as given, and the file ld.so had mapped.
-  const std::string& path() const { return path_; }
-  const std::string& resolved_path() const { return resolved_path_; }
+  const std::string& path() const { return lib_.path(); }
+  const std::string& resolved_path() const { return lib_.mapped_path(); }
 
   // "hipErrorNotReady (device not ready)", or the number when HIP has no name for it.
   std::string result_text(hip_error r) const;
@@ -93,11 +91,9 @@ class hip_runtime {
   void check(hip_error r, const char* call) const;
 
  private:
-  hip_runtime(void* handle, std::string path, std::string resolved_path);
+  explicit hip_runtime(opened_library lib);
 
-  void* handle_ = nullptr;
-  std::string path_;
-  std::string resolved_path_;
+  library_reference lib_;
   hip_functions fns_;
 };
 
