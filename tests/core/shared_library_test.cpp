@@ -58,4 +58,21 @@ TEST(OpenFirstLibrary, ListsEveryCandidateItTried) {
   }
 }
 
+TEST(LibraryReference, FindsSymbolsAndNamesAMissingRequiredOne) {
+  auto found = umem::find_loaded_library(std::vector<std::string>{"libc.so.6"});
+  ASSERT_TRUE(found.has_value());
+  const umem::library_reference lib(*std::move(found));
+  EXPECT_NE(lib.symbol("malloc", true, "libc", ""), nullptr);
+  EXPECT_EQ(lib.symbol("umem_no_such_symbol", false, "libc", ""), nullptr);
+  try {
+    (void)lib.symbol("umem_no_such_symbol", true, "the C library", "use another one");
+    FAIL();
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), umem::errc::runtime_error);
+    EXPECT_EQ(std::string(e.what()), "the C library " + lib.mapped_path() +
+                                         " lacks the required symbol umem_no_such_symbol; use "
+                                         "another one");
+  }
+}
+
 }  // namespace
