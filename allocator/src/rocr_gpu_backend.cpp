@@ -1,9 +1,13 @@
-// The ROCr backend: the primary one (MI300A), built on hsa_runtime/ and rocr_gpu_mapper.
+// The ROCr backend: the primary one (MI300A), built on hsa_runtime/ and rocr_gpu_mapper, with
+// stream events from the HIP runtime when the process has loaded it (hip_stream_event.hpp).
 #include <utility>
 
 #include "umem/allocator/gpu_backend.hpp"
+#include "umem/allocator/hip_stream_event.hpp"
 #include "umem/allocator/rocr_gpu_mapper.hpp"
 #include "umem/core/error.hpp"
+#include "umem/core/log.hpp"
+#include "umem/hip_runtime/hip_runtime.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
 
@@ -26,10 +30,34 @@ class owning_rocr_mapper final : public gpu_mapper {
   rocr_gpu_mapper mapper_;
 };
 
+// The HIP runtime already loaded in this process, or null; `events` says which, in a few words.
+// Looked up once, when the backend is made (at live-machine discovery): PyTorch for ROCm has
+// mapped HIP at `import torch`, before its first allocation creates umem's bridge. A HIP loaded
+// after that is not seen by this backend.
+std::shared_ptr<const hip::hip_runtime> loaded_hip(std::string& events) {
+  try {
+    if (auto rt = hip::hip_runtime::find_loaded()) {
+      events = "stream events: HIP " + rt->resolved_path();
+      return std::make_shared<const hip::hip_runtime>(*std::move(rt));
+    }
+    events = std::string("no stream events: ") + hip::kHipNotLoaded;
+  } catch (const error& e) {
+    // A library that is loaded but not usable: host memory still works; say so loudly.
+    log().warn("the ROCr backend has no stream events: {}", e.what());
+    events = std::string("no stream events: ") + e.what();
+  }
+  return nullptr;
+}
+
 class rocr_gpu_backend final : public gpu_backend {
  public:
-  rocr_gpu_backend(std::shared_ptr<const hsa::rocr_library> lib, std::string reason)
-      : lib_(std::move(lib)), reason_(std::move(reason)) {}
+  rocr_gpu_backend(std::shared_ptr<const hsa::rocr_library> lib,
+                   std::shared_ptr<const hip::hip_runtime> hip, std::string events,
+                   const std::string& reason)
+      : lib_(std::move(lib)),
+        hip_(std::move(hip)),
+        events_(std::move(events)),
+        reason_(reason + "; " + events_) {}
   const char* name() const override { return "rocr"; }
   const std::string& reason() const override { return reason_; }
   void discover(topology& topo) const override {
@@ -46,15 +74,20 @@ class rocr_gpu_backend final : public gpu_backend {
                                                                   int) const override {
     return nullptr;
   }
-  bool has_stream_events() const override { return false; }
-  std::unique_ptr<stream_event> make_stream_event(int) const override {
-    throw_error(errc::unsupported,
-                "stream events are not implemented for the ROCr backend yet (HSA signals would "
-                "carry them); synchronise the stream before freeing memory a kernel may still use");
+  bool has_stream_events() const override { return hip_ != nullptr; }
+  // `device` is the HIP device ordinal = the GPU's index in umem's topology (hip_stream_event.hpp).
+  std::unique_ptr<stream_event> make_stream_event(int device) const override {
+    if (!hip_)
+      throw_error(errc::unsupported,
+                  "the ROCr backend has " + events_ +
+                      "; synchronise the stream before freeing memory a kernel may still use");
+    return std::make_unique<hip_stream_event>(hip_, device);
   }
 
  private:
   std::shared_ptr<const hsa::rocr_library> lib_;
+  std::shared_ptr<const hip::hip_runtime> hip_;  // null: no stream events
+  std::string events_;                           // "stream events: HIP <path>" or why not
   std::string reason_;
 };
 
@@ -64,7 +97,10 @@ std::shared_ptr<const gpu_backend> make_rocr_backend(const std::string& rocr_pat
                                                      std::string reason) {
   const std::string candidates[] = {rocr_path};
   auto lib = std::make_shared<const hsa::rocr_library>(hsa::rocr_library::load_from(candidates));
-  return std::make_shared<rocr_gpu_backend>(std::move(lib), std::move(reason));
+  std::string events;
+  auto hip = loaded_hip(events);
+  return std::make_shared<rocr_gpu_backend>(std::move(lib), std::move(hip), std::move(events),
+                                            reason);
 }
 
 }  // namespace umem::alloc

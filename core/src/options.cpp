@@ -18,6 +18,10 @@ constexpr std::array kOptions{
     env_option{"UMEM_CUDA_DRIVER_LIB", "unset",
                "Path of the CUDA driver library (libcuda.so.1) to load; tried before the default "
                "library search path."},
+    env_option{"UMEM_HIP_RUNTIME_LIB", "unset",
+               "Path or soname of the HIP runtime (libamdhip64) the process has already loaded, "
+               "looked for before libamdhip64.so, .so.6, .so.7 and .so.5; umem never loads HIP "
+               "itself, it only uses one already loaded (for the ROCr backend's stream events)."},
     env_option{"UMEM_GPU_BACKEND", "auto",
                "GPU backend: auto (ROCr when its runtime is available, else CUDA when the driver "
                "loads and has a device, else none), rocr, cuda or none."},

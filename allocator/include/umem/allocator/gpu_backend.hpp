@@ -68,7 +68,8 @@ class gpu_backend {
   // invalid_argument for an unknown device; what the source's constructor throws.
   virtual std::unique_ptr<device_memory_source> make_device_memory_source(const topology& topo,
                                                                           int device) const = 0;
-  // False where make_stream_event throws unsupported (ROCr, for now).
+  // False where make_stream_event throws unsupported: ROCr when the process has not loaded HIP
+  // (decided once, when the backend is made; make_rocr_backend).
   virtual bool has_stream_events() const = 0;
   // An event for streams of GPU `device` (the backend's device ordinal). Throws umem::error:
   // unsupported (see has_stream_events), invalid_argument for an unknown device, runtime_error.
@@ -94,7 +95,10 @@ std::shared_ptr<const gpu_backend> select_gpu_backend(topology& topo,
                                                       const hsa::rocr_library* rocr);
 
 // The backends themselves (selection uses these; tests may build one directly).
-// ROCr on a library loaded from `rocr_path` (kept loaded by the backend and its mappers).
+// ROCr on a library loaded from `rocr_path` (kept loaded by the backend and its mappers), with
+// stream events when the HIP runtime is already loaded in the process (hip_runtime.hpp:
+// UMEM_HIP_RUNTIME_LIB, else libamdhip64's sonames; never loaded by umem). `reason` gets
+// "; stream events: HIP <path>" or "; no stream events: <why>" appended.
 std::shared_ptr<const gpu_backend> make_rocr_backend(const std::string& rocr_path,
                                                      std::string reason);
 // CUDA on an initialised-or-not driver (discover() runs cuInit).

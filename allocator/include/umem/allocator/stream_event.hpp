@@ -3,8 +3,9 @@
 // may still read it is reused only once that stream has passed the point).
 //
 // Implementations (made by gpu_backend::make_stream_event): CUDA records a timing-free cuEvent in
-// the device's primary context; "none" is immediate (no GPU can be using the memory); ROCr has
-// none yet (make_stream_event throws umem::error(unsupported)).
+// the device's primary context; ROCr records a timing-free hipEvent when the process has loaded
+// HIP (hip_stream_event.hpp), else has none (make_stream_event throws umem::error(unsupported));
+// "none" is immediate (no GPU can be using the memory).
 #pragma once
 
 namespace umem::alloc {
@@ -12,8 +13,8 @@ namespace umem::alloc {
 class stream_event {
  public:
   virtual ~stream_event() = default;
-  // Marks the current end of `stream`, the backend's native stream handle (CUstream; null is the
-  // legacy default stream). Recording again moves the mark. Throws umem::error(runtime_error).
+  // Marks the current end of `stream`, the backend's native stream handle (CUstream, hipStream_t;
+  // null is the legacy default / null stream). Recording again moves the mark. Throws umem::error(runtime_error).
   virtual void record(void* stream) = 0;
   // True once the GPU has passed the mark, or when nothing was recorded. Never blocks. Throws
   // umem::error(runtime_error) when the runtime reports an error (e.g. a failed kernel).
