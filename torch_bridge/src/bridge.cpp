@@ -154,9 +154,8 @@ bool bridge::discrete(int device) const {
          alloc_->device_memory_info(device).has_value();
 }
 
-std::pair<std::int64_t, std::int64_t> bridge::reserved_of(int device) const {
+std::pair<std::int64_t, std::int64_t> bridge::reserved_of(int device, bool own) const {
   const int node = node_of_device(device);
-  const bool own = discrete(device);
   std::int64_t reserved = 0, allocated = 0;
   for (const alloc::pool_report& r : alloc_->pool_reports(false)) {
     if (!holds_device_memory(r, device, own, node)) continue;
@@ -181,7 +180,7 @@ void bridge::throw_oom(std::size_t bytes, int device, const std::string& detail)
   } catch (const error&) {
     // The message still says what was asked for; capacity is unknown here.
   }
-  const auto [reserved, pool_allocated] = reserved_of(device);
+  const auto [reserved, pool_allocated] = reserved_of(device, discrete(device));
   std::int64_t allocated = 0;
   std::string allowed;
   {
@@ -408,9 +407,10 @@ std::pair<std::uint64_t, std::uint64_t> bridge::mem_get_info(int device) const {
 
 std::pair<std::uint64_t, std::uint64_t> bridge::capacity(int device) const {
   std::uint64_t free_bytes = 0, total = 0;
-  if (const auto own = device >= 0 && !alloc_->topo().gpus().empty()
-                           ? alloc_->device_memory_info(device)
-                           : std::nullopt) {
+  const auto own = device >= 0 && !alloc_->topo().gpus().empty()
+                       ? alloc_->device_memory_info(device)
+                       : std::nullopt;
+  if (own) {
     std::tie(free_bytes, total) = *own;  // a discrete GPU: its own memory
   } else {
     const int node = node_of_device(device);
@@ -423,7 +423,7 @@ std::pair<std::uint64_t, std::uint64_t> bridge::capacity(int device) const {
     total = static_cast<std::uint64_t>(os_total);
   }
   // Cached but unused bytes of the device's pools are free for PyTorch too.
-  const auto [reserved, allocated] = reserved_of(device);
+  const auto [reserved, allocated] = reserved_of(device, own.has_value());
   const std::int64_t cached =
       reserved - allocated + static_cast<std::int64_t>(cache_->held_bytes(device));
   free_bytes += static_cast<std::uint64_t>(std::max<std::int64_t>(cached, 0));

@@ -178,8 +178,9 @@ class bridge {
   std::pair<std::uint64_t, std::uint64_t> capacity(int device) const;
   // Whether device's memory is the GPU's own (a discrete GPU) rather than its node's.
   bool discrete(int device) const;
-  // {reserved, allocated} bytes of the pools holding device's memory.
-  std::pair<std::int64_t, std::int64_t> reserved_of(int device) const;
+  // {reserved, allocated} bytes of the pools holding device's memory; `own`: discrete(device),
+  // passed in by callers that asked the driver already.
+  std::pair<std::int64_t, std::int64_t> reserved_of(int device, bool own) const;
 
   std::unique_ptr<alloc::allocator> alloc_;
   bool host_memory_gpu_accessible_ = false;
