@@ -42,12 +42,12 @@ const pool_config& validated(const pool_config& c) {
       bad(std::string(name) + " = " + std::to_string(v) + " must be a non-zero multiple of " +
           "the alignment (" + std::to_string(c.alignment) + ")");
   };
-  multiple(c.small_threshold, "small_threshold");
+  multiple(c.small_max, "small_max");
   multiple(c.small_segment_size, "small_segment_size");
   multiple(c.large_segment_rounding, "large_segment_rounding");
-  if (c.small_segment_size < c.small_threshold)
+  if (c.small_segment_size < c.small_max)
     bad("small_segment_size (" + std::to_string(c.small_segment_size) +
-        ") is smaller than small_threshold (" + std::to_string(c.small_threshold) + ")");
+        ") is smaller than small_max (" + std::to_string(c.small_max) + ")");
   if (c.expandable_segments) multiple(c.expandable_reserve_bytes, "expandable_reserve_bytes");
   return c;
 }
@@ -62,9 +62,9 @@ caching_pool::caching_pool(upstream_source& upstream, node_binding binding, cohe
       config_(validated(config)),
       global_(global),
       small_(config_.alignment),
-      large_(config_.small_threshold),
+      large_(config_.small_max + config_.alignment),  // a remainder above small_max
       threads_(std::make_unique<thread_cache_registry>(
-          config_.thread_cache_bytes, config_.small_threshold,
+          config_.thread_cache_bytes, config_.small_max,
           [this](std::vector<block*>& blocks) {
             std::lock_guard lock(mutex_);
             for (block* b : blocks) release_cached(b);
@@ -146,7 +146,7 @@ void* caching_pool::allocate(std::size_t bytes) {
                                             "rounded up to the alignment of " +
                                             std::to_string(align) + " bytes");
   const std::size_t rounded = (bytes + align - 1) & ~(align - 1);
-  const size_class c = rounded < config_.small_threshold ? size_class::small_pool
+  const size_class c = rounded <= config_.small_max ? size_class::small_pool
                                                          : size_class::large_pool;
   std::size_t segment_bytes = config_.small_segment_size;
   if (c == size_class::large_pool) {

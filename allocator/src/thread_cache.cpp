@@ -29,8 +29,8 @@ thread_cache_totals& thread_cache_totals::operator+=(const thread_cache_totals& 
   return *this;
 }
 
-thread_cache::thread_cache(std::size_t capacity_bytes, std::size_t small_threshold)
-    : capacity_(capacity_bytes), small_threshold_(small_threshold), bins_(bin_count) {}
+thread_cache::thread_cache(std::size_t capacity_bytes, std::size_t small_max)
+    : capacity_(capacity_bytes), small_max_(small_max), bins_(bin_count) {}
 
 void thread_cache::steal(std::vector<block*>& out) {
   // After request_steal() and the heavy fence the owner either saw the request (and keeps out of

@@ -53,10 +53,10 @@ thread_local thread_cache_owner t_owner;
 }  // namespace
 
 thread_cache_registry::thread_cache_registry(std::size_t capacity_bytes,
-                                             std::size_t small_threshold, give_back_fn give_back)
+                                             std::size_t small_max, give_back_fn give_back)
     : serial_(next_serial.fetch_add(1)),
       capacity_(capacity_bytes != 0 && asymmetric_fence_available() ? capacity_bytes : 0),
-      small_threshold_(small_threshold),
+      small_max_(small_max),
       give_back_(std::move(give_back)) {}
 
 thread_cache_registry::~thread_cache_registry() {
@@ -75,7 +75,7 @@ thread_cache* thread_cache_registry::find_or_create(bool create) {
   auto oc = std::make_unique<owned>();
   oc->serial = serial_;
   oc->registry = this;
-  oc->cache = std::make_unique<thread_cache>(capacity_, small_threshold_);
+  oc->cache = std::make_unique<thread_cache>(capacity_, small_max_);
   thread_cache* c = oc->cache.get();
   std::lock_guard lock(registry_mutex());
   // Caches of registries that are gone are never used again.

@@ -52,8 +52,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"reserve", "host"}));
   app.add_option("--large-rounding", options.pool.large_segment_rounding,
                  "pool_config::large_segment_rounding");
-  app.add_option("--small-threshold", options.pool.small_threshold,
-                 "pool_config::small_threshold");
+  app.add_option("--small-max", options.pool.small_max,
+                 "pool_config::small_max");
   app.add_option("--small-segment", options.pool.small_segment_size,
                  "pool_config::small_segment_size");
   bool no_expandable = false;

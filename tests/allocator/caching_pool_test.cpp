@@ -94,24 +94,29 @@ TEST(caching_pool, large_request_takes_the_best_fitting_free_block) {
   pool.deallocate(c);
   ASSERT_EQ(up.allocate_calls(), 3u);
 
-  // 3.5 MiB: the 4 MiB block is the smallest that fits; the 0.5 MiB remainder is below the
-  // 1 MiB minimum for a large split, so the whole block is handed out.
+  // 3.5 MiB: the 4 MiB block is the smallest that fits; the 0.5 MiB remainder is not above
+  // small_max (1 MiB, PyTorch's kSmallSize), so the whole block is handed out.
   void* x = pool.allocate(3 * MiB + 512 * KiB);
   EXPECT_EQ(x, b);
   EXPECT_EQ(pool.block_size(x), 4 * MiB);
-  // 5 MiB: the 6 MiB block fits best; the 1 MiB remainder is split off and stays free.
-  void* y = pool.allocate(5 * MiB);
+  // 4.5 MiB: the 6 MiB block fits best; the 1.5 MiB remainder is split off and stays free.
+  void* y = pool.allocate(4 * MiB + 512 * KiB);
   EXPECT_EQ(y, a);
-  EXPECT_EQ(pool.block_size(y), 5 * MiB);
+  EXPECT_EQ(pool.block_size(y), 4 * MiB + 512 * KiB);
   EXPECT_EQ(up.allocate_calls(), 3u);
-  // The 1 MiB remainder of a's segment serves a 1 MiB request.
-  void* z = pool.allocate(1 * MiB);
-  EXPECT_EQ(addr(z), addr(a) + 5 * MiB);
+  // The remainder of a's segment serves a 1.5 MiB request.
+  void* z = pool.allocate(1 * MiB + 512 * KiB);
+  EXPECT_EQ(addr(z), addr(a) + 4 * MiB + 512 * KiB);
+  // 7 MiB from the 8 MiB block: a remainder of exactly 1 MiB is not split off (PyTorch's rule).
+  void* w = pool.allocate(7 * MiB);
+  EXPECT_EQ(w, c);
+  EXPECT_EQ(pool.block_size(w), 8 * MiB);
   EXPECT_EQ(up.allocate_calls(), 3u);
-  EXPECT_EQ(pool.stats()[counter::cache_hits], 3);
+  EXPECT_EQ(pool.stats()[counter::cache_hits], 4);
   pool.deallocate(x);
   pool.deallocate(y);
   pool.deallocate(z);
+  pool.deallocate(w);
 }
 
 TEST(caching_pool, small_and_large_blocks_never_share_a_segment) {
@@ -123,11 +128,16 @@ TEST(caching_pool, small_and_large_blocks_never_share_a_segment) {
   EXPECT_EQ(up.allocate_calls(), 2u);  // not carved from the cached large block
   EXPECT_FALSE(addr(small) >= addr(big) && addr(small) < addr(big) + 4 * MiB);
 
-  // The small segment has ~2 MiB free, yet a 1 MiB (large) request is served by the large pool:
-  // the cached 4 MiB block, split into 1 MiB and a free 3 MiB tail.
-  void* one_mib = pool.allocate(1 * MiB);
-  EXPECT_EQ(one_mib, big);
+  // The small segment has ~2 MiB free, yet the smallest large request (just above 1 MiB) is
+  // served by the large pool: the cached 4 MiB block, split, its free tail left behind.
+  const std::size_t smallest_large = 1 * MiB + 256;
+  void* large = pool.allocate(smallest_large);
+  EXPECT_EQ(large, big);
   EXPECT_EQ(up.allocate_calls(), 2u);
+  // 1 MiB exactly is small, as in PyTorch: it comes from the small segment.
+  void* one_mib = pool.allocate(1 * MiB);
+  EXPECT_EQ(up.allocate_calls(), 2u);
+  EXPECT_TRUE(addr(one_mib) > addr(small) && addr(one_mib) < addr(small) + 2 * MiB);
 
   const pool_snapshot snap = pool.snapshot();
   ASSERT_EQ(snap.segments.size(), 2u);
@@ -135,8 +145,8 @@ TEST(caching_pool, small_and_large_blocks_never_share_a_segment) {
     if (s.base == addr(big)) {
       EXPECT_EQ(s.pool, size_class::large_pool);
       ASSERT_EQ(s.blocks.size(), 2u);
-      EXPECT_EQ(s.blocks[0], (block_snapshot{0, 1 * MiB, 1 * MiB, true}));
-      EXPECT_EQ(s.blocks[1], (block_snapshot{1 * MiB, 3 * MiB, 0, false}));
+      EXPECT_EQ(s.blocks[0], (block_snapshot{0, smallest_large, smallest_large, true}));
+      EXPECT_EQ(s.blocks[1], (block_snapshot{smallest_large, 4 * MiB - smallest_large, 0, false}));
     } else {
       EXPECT_EQ(s.pool, size_class::small_pool);
       EXPECT_EQ(s.base, addr(small));
@@ -144,16 +154,18 @@ TEST(caching_pool, small_and_large_blocks_never_share_a_segment) {
   }
   pool.deallocate(small);
   pool.deallocate(one_mib);
+  pool.deallocate(large);
 }
 
 TEST(caching_pool, large_request_does_not_use_free_space_of_small_segments) {
   fake_upstream up;
   caching_pool pool(up, node0, coherence::fine);
   void* small = pool.allocate(256);
-  void* large = pool.allocate(1 * MiB);
+  void* large = pool.allocate(1 * MiB + 256);  // the smallest large request
   EXPECT_EQ(up.allocate_calls(), 2u);  // a 2 MiB large segment, not the small one's free space
   EXPECT_FALSE(addr(large) >= addr(small) && addr(large) < addr(small) + 2 * MiB);
-  EXPECT_EQ(pool.block_size(large), 1 * MiB);  // the 1 MiB remainder (>= 1 MiB) was split off
+  // The remainder (1 MiB - 256) is not above small_max, so it was not split off.
+  EXPECT_EQ(pool.block_size(large), 2 * MiB);
   pool.deallocate(small);
   pool.deallocate(large);
 }

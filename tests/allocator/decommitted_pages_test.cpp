@@ -13,6 +13,7 @@ namespace umem::alloc {
 namespace {
 
 using test::fake_upstream;
+using test::KiB;
 using test::MiB;
 using test::node0;
 
@@ -78,9 +79,11 @@ TEST(decommitted_pages, without_max_cached_nothing_is_given_back) {
 TEST(decommitted_pages, only_whole_granules_inside_free_blocks_are_given_back) {
   growable_upstream up;
   caching_pool pool(up.source, node0, coherence::fine, capped(2 * MiB));
-  void* a = pool.allocate(3 * MiB);  // [0, 3): its free space later holds one whole granule
-  void* b = pool.allocate(9 * MiB);  // [3, 12)
-  pool.deallocate(a);                // free [0, 3): granule [0, 2) whole, [2, 3) shared with b
+  // [0, 2.5) of a 4 MiB segment, whose 1.5 MiB tail is split off: its free space later holds
+  // one whole granule
+  void* a = pool.allocate(2 * MiB + 512 * KiB);
+  void* b = pool.allocate(9 * MiB + 512 * KiB);  // the tail grown by 8 MiB: [2.5, 12)
+  pool.deallocate(a);  // free [0, 2.5): granule [0, 2) whole, [2, 2.5) shared with b
   void* c = pool.allocate(16 * MiB);
   EXPECT_EQ(up->decommitted_bytes(), 2 * MiB);
   EXPECT_EQ(reserved(pool), mib(12 + 16 - 2));

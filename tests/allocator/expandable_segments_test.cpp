@@ -31,9 +31,10 @@ TEST(expandable_segments, a_large_miss_grows_the_segment_in_place_by_what_its_fr
   void* q = pool.allocate(2 * MiB);  // no free block: the segment grows by 2 MiB
   EXPECT_EQ(addr(q), addr(p) + 4 * MiB);
   pool.deallocate(q);                // free tail [4, 6) MiB
-  void* r = pool.allocate(5 * MiB);  // the tail lacks 3 MiB: growth of 4 MiB (2 MiB rounding)
+  // The tail lacks 2.5 MiB: growth of 4 MiB (2 MiB rounding).
+  void* r = pool.allocate(4 * MiB + 512 * KiB);
   EXPECT_EQ(addr(r), addr(p) + 4 * MiB);
-  EXPECT_EQ(pool.block_size(r), 5 * MiB);  // the 1 MiB left is split off (= min remainder)
+  EXPECT_EQ(pool.block_size(r), 4 * MiB + 512 * KiB);  // the 1.5 MiB left (> 1 MiB) is split off
 
   EXPECT_EQ(up.allocate_calls(), 1u);
   EXPECT_EQ(up.grown_calls(), 2u);
@@ -52,8 +53,8 @@ TEST(expandable_segments, a_large_miss_grows_the_segment_in_place_by_what_its_fr
   EXPECT_EQ(snap.segments[0].size, 10 * MiB);
   EXPECT_EQ(snap.segments[0].pool, size_class::large_pool);
   const std::vector<block_snapshot> blocks{{0, 4 * MiB, 4 * MiB, true},
-                                           {4 * MiB, 5 * MiB, 5 * MiB, true},
-                                           {9 * MiB, 1 * MiB, 0, false}};
+                                           {4 * MiB, 4 * MiB + 512 * KiB, 4 * MiB + 512 * KiB, true},
+                                           {8 * MiB + 512 * KiB, 1 * MiB + 512 * KiB, 0, false}};
   EXPECT_EQ(snap.segments[0].blocks, blocks);
   EXPECT_TRUE(pool.owns(reinterpret_cast<void*>(addr(p) + 10 * MiB - 1)));
   EXPECT_FALSE(pool.owns(reinterpret_cast<void*>(addr(p) + 10 * MiB)));

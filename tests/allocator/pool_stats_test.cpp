@@ -23,8 +23,9 @@ constexpr std::int64_t MiB = 1024 * KiB;
 
 const node_binding node0{bind_mode::bind, {0}};
 
-// The sequence, with the default config (256 B alignment, 1 MiB small threshold, 2 MiB small
-// segments, large segments rounded to 2 MiB, large splits only when >= 1 MiB remains):
+// The sequence, with the default config but small_max = 1 MiB - 256 (256 B alignment, 1 MiB the
+// smallest large request, 2 MiB small segments, large segments rounded to 2 MiB, large splits
+// only when >= 1 MiB remains):
 //   a = allocate(1000)   small, 1024 B block; new 2 MiB small segment
 //   b = allocate(5 MiB)  large, new 6 MiB segment, split: 5 MiB block + 1 MiB free tail
 //   c = allocate(200)    small, 256 B block carved from the small segment (cache hit)
@@ -34,9 +35,15 @@ const node_binding node0{bind_mode::bind, {0}};
 //   trim()               nothing fully free: returns 0
 //   free(d)              the 6 MiB segment is now fully free
 //   trim()               returns 6 MiB
+pool_config scripted_config() {
+  pool_config c;
+  c.small_max = static_cast<std::size_t>(1 * MiB - 256);
+  return c;
+}
+
 struct pool_stats_scripted : ::testing::Test {
   fake_upstream up;
-  caching_pool pool{up, node0, coherence::fine};
+  caching_pool pool{up, node0, coherence::fine, scripted_config()};
   std::size_t first_trim = 1;
   std::size_t second_trim = 0;
   void* c = nullptr;

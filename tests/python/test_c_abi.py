@@ -8,6 +8,7 @@ import torch
 import umem._lib as L
 
 STREAM_A = ctypes.c_void_p(0x1000)
+STREAM_B = ctypes.c_void_p(0x2000)
 
 # These tests pass a made-up stream handle, which is only harmless where no GPU backend records
 # events on it; on a GPU machine test_gpu.py exercises the same entry points with real streams.
@@ -37,8 +38,14 @@ def test_malloc_free_with_device_and_stream_updates_stats():
     lib().umem_torch_free(p, 1 << 20, 0, STREAM_A)
     after = stats(0)
     assert after["allocation.all.current"] == before["allocation.all.current"]
-    # No GPU: the block went straight back to the pool, nothing waits on a stream.
-    assert after["umem.held_for_streams_bytes"] == 0
+    # The free records nothing (Note [Lazy stream fences]): the block stays with its stream...
+    assert after["umem.held_for_streams_bytes"] == 1 << 20
+    # ...until a request on another stream misses: the fence it records has passed at once (no
+    # GPU), so that request gets the block.
+    q = lib().umem_torch_malloc(1 << 20, 0, STREAM_B)
+    assert q == p
+    assert stats(0)["umem.held_for_streams_bytes"] == 0
+    lib().umem_torch_free(q, 1 << 20, 0, STREAM_B)
 
 
 def test_reset_peak_stats():
@@ -66,33 +73,43 @@ def test_freeing_a_foreign_pointer_is_an_error_not_a_crash():
     assert lib().umem_torch_last_status() == 1  # UMEM_ERR_INVALID_ARGUMENT
 
 
-def test_memory_fraction_caps_a_device_with_an_oom_message():
+def test_memory_fraction_caps_reserved_memory_not_what_the_cache_serves():
+    # PyTorch's meaning: the cap bounds new reservations; a block already cached is served.
+    L.check(lib().umem_torch_empty_cache(1, None))
     before = stats(0)["num_ooms"]
+    cached = lib().umem_torch_malloc(8 << 20, 0, STREAM_A)
+    lib().umem_torch_free(cached, 8 << 20, 0, STREAM_A)
     L.check(lib().umem_torch_set_memory_fraction(1e-12, 0))  # a few bytes of the node
     try:
-        assert lib().umem_torch_malloc(1 << 20, 0, STREAM_A) is None
+        again = lib().umem_torch_malloc(8 << 20, 0, STREAM_A)
+        assert again == cached
+        lib().umem_torch_free(again, 8 << 20, 0, STREAM_A)
+        assert lib().umem_torch_malloc(64 << 20, 0, STREAM_A) is None  # needs a new segment
         assert lib().umem_torch_last_status() == L.UMEM_ERR_OUT_OF_MEMORY
-        assert "memory fraction" in L.last_error() and "device 0" in L.last_error()
+        message = L.last_error()
+        assert message.startswith("CUDA out of memory. Tried to allocate 64.00 MiB."), message
+        assert "memory fraction caps device 0" in message, message
         assert stats(0)["num_ooms"] == before + 1
         free, total = ctypes.c_size_t(), ctypes.c_size_t()
         L.check(lib().umem_torch_mem_get_info(0, ctypes.byref(free), ctypes.byref(total)))
         assert total.value < 1 << 20
     finally:
         L.check(lib().umem_torch_set_memory_fraction(1.0, 0))  # PyTorch's meaning: no cap
-    p = lib().umem_torch_malloc(1 << 20, 0, STREAM_A)
+    p = lib().umem_torch_malloc(64 << 20, 0, STREAM_A)
     assert p
-    lib().umem_torch_free(p, 1 << 20, 0, STREAM_A)
+    lib().umem_torch_free(p, 64 << 20, 0, STREAM_A)
 
 
-def test_memory_fraction_reads_back_and_zero_allows_nothing():
+def test_memory_fraction_reads_back_and_zero_allows_no_new_memory():
     f = ctypes.c_double()
     L.check(lib().umem_torch_get_memory_fraction(0, ctypes.byref(f)))
     assert f.value == 1.0
+    L.check(lib().umem_torch_empty_cache(1, None))
     L.check(lib().umem_torch_set_memory_fraction(0.0, 0))
     try:
         L.check(lib().umem_torch_get_memory_fraction(0, ctypes.byref(f)))
         assert f.value == 0.0
-        assert lib().umem_torch_malloc(512, 0, STREAM_A) is None
+        assert lib().umem_torch_malloc(32 << 20, 0, STREAM_A) is None
         assert lib().umem_torch_last_status() == L.UMEM_ERR_OUT_OF_MEMORY
     finally:
         L.check(lib().umem_torch_set_memory_fraction(1.0, 0))

@@ -229,6 +229,33 @@ void* bridge::allocate_with_retry(std::size_t bytes, const alloc::request& r, in
   }
 }
 
+std::int64_t bridge::reserved_for_cap(int device) const {
+  const std::int64_t pools = reserved_of(device, discrete(device)).first;
+  std::lock_guard lock(mutex_);
+  auto it = usage_.find(device);
+  if (it == usage_.end()) return pools;
+  return pools - it->second.lent_bytes + it->second.external_bytes;
+}
+
+void* bridge::allocate_within_cap(std::size_t reported, int device, std::uint64_t cap) {
+  for (int attempt = 0;; ++attempt) {
+    const std::int64_t before = reserved_for_cap(device);
+    void* p = allocate_with_retry(reported, request_for(device), device);
+    const std::int64_t after = reserved_for_cap(device);
+    if (after <= before || static_cast<std::uint64_t>(after) <= cap) return p;
+    alloc_->deallocate(p);
+    if (attempt == 1)
+      throw_oom(reported, device,
+                "the memory fraction caps device " + std::to_string(device) + " at " +
+                    std::to_string(cap) + " bytes reserved (torch.cuda.set_per_process_memory_" +
+                    "fraction), and this request needed " + std::to_string(after - before) +
+                    " bytes more of it than the cache could give back");
+    // Like PyTorch's allocator at its cap: give the cache back, then try once more.
+    if (captures_.load() == 0) cache_->release_all(false);
+    alloc_->trim();
+  }
+}
+
 void* bridge::allocate(std::size_t bytes, int device, void* stream) {
   if (bytes == 0) throw_error(errc::invalid_argument, "umem torch bridge: allocation of 0 bytes");
   if (bytes >= one_exabyte)
@@ -236,19 +263,6 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
                 std::string(alloc_->topo().gpu_backend.name == "rocr" ? "HIP" : "CUDA") +
                     " out of memory. Tried to allocate more than 1EB memory.");
   const std::size_t reported = pytorch_size(bytes);
-  {
-    std::unique_lock lock(mutex_);
-    const usage& u = usage_[device];
-    if (u.cap_bytes && static_cast<std::uint64_t>(u.allocated[0].current + u.external_bytes) +
-                               reported > *u.cap_bytes) {
-      const std::string detail = "the memory fraction " + std::to_string(u.fraction) +
-                                 " caps device " + std::to_string(device) + " at " +
-                                 std::to_string(*u.cap_bytes) +
-                                 " bytes (torch.cuda.set_per_process_memory_fraction)";
-      lock.unlock();
-      throw_oom(bytes, device, detail);
-    }
-  }
   std::optional<held_block> reused;
   if (device >= 0) reused = cache_->reuse(reported, device, stream);
   void* p = nullptr;
@@ -256,7 +270,13 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
     p = reused->p;
   } else {
     if (captures_.load() == 0) cache_->release_completed();
-    p = allocate_with_retry(reported, request_for(device), device);
+    std::optional<std::uint64_t> cap;
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = usage_.find(device); it != usage_.end()) cap = it->second.cap_bytes;
+    }
+    p = cap ? allocate_within_cap(reported, device, *cap)
+            : allocate_with_retry(reported, request_for(device), device);
   }
   std::lock_guard lock(mutex_);
   account_allocate(device, reported, bytes, reused.has_value());

@@ -11,6 +11,10 @@ stream_ordered_cache::stream_ordered_cache(event_factory events, release_fn rele
 // bridge is never destroyed (see umem_torch.cpp), so this runs only in tests.
 stream_ordered_cache::~stream_ordered_cache() = default;
 
+bool stream_ordered_cache::drained(const stream_blocks& s) {
+  return s.in_free_order.empty() && s.fences.empty();
+}
+
 std::unique_ptr<alloc::stream_event> stream_ordered_cache::take_event(int device) {
   auto& spare = spare_events_[device];
   if (!spare.empty()) {
@@ -60,31 +64,27 @@ void stream_ordered_cache::release(held& h) {
 void stream_ordered_cache::deallocate(const held_block& b, void* stream,
                                       std::span<void* const> uses, bool defer) {
   std::lock_guard lock(mutex_);
-  held h{b, stream, std::vector<void*>(uses.begin(), uses.end()), {}, defer};
-  auto keep = [&] {
-    if (h.uses.empty()) {
-      stream_blocks& s = streams_[{b.device, stream}];
-      s.in_free_order.push_back(std::move(h));
-      s.by_size.emplace(b.size, std::prev(s.in_free_order.end()));
-    } else {
-      shared_.push_back(std::move(h));
-    }
-  };
-  if (defer) {
-    keep();
+  if (uses.empty()) {  // Note [Lazy stream fences]: nothing to record now
+    stream_blocks& s = streams_[{b.device, stream}];
+    held h{b, stream, {}, {}, false, s.next_seq++};
+    s.in_free_order.push_back(std::move(h));
+    s.by_size.emplace(b.size, std::prev(s.in_free_order.end()));
     return;
   }
-  try {
-    if (record_events(h) && completed(h, false)) {  // nothing pending: no GPU, or idle streams
-      release(h);
-      return;
+  held h{b, stream, std::vector<void*>(uses.begin(), uses.end()), {}, defer, 0};
+  if (!defer) {
+    try {
+      if (record_events(h) && completed(h, false)) {  // nothing pending: idle streams
+        release(h);
+        return;
+      }
+    } catch (...) {
+      recycle_events(h);  // an event that failed cannot be trusted: only release_all(true) frees it
+      shared_.push_back(std::move(h));
+      throw;
     }
-  } catch (...) {
-    recycle_events(h);  // an event that failed cannot be trusted: only release_all(true) frees it
-    keep();
-    throw;
   }
-  keep();
+  shared_.push_back(std::move(h));
 }
 
 std::optional<held_block> stream_ordered_cache::reuse(std::size_t size, int device, void* stream) {
@@ -102,13 +102,42 @@ std::optional<held_block> stream_ordered_cache::reuse(std::size_t size, int devi
   return out;
 }
 
-std::size_t stream_ordered_cache::release_front(stream_blocks& s, bool all, bool wait) {
+void stream_ordered_cache::fence_stream(const stream_key& key, stream_blocks& s) {
+  if (s.fenced == s.next_seq || s.fences.size() >= max_fences) return;
+  auto e = take_event(key.first);
+  if (!e) return;  // no events: the blocks wait for a synchronized release_all
+  e->record(key.second);  // throws: the event is dropped, the blocks stay unfenced
+  s.fences.push_back(fence{s.next_seq, std::move(e)});
+  s.fenced = s.next_seq;
+}
+
+void stream_ordered_cache::retire_fences(int device, stream_blocks& s, bool wait) {
+  while (!s.fences.empty()) {
+    fence& f = s.fences.front();
+    if (wait)
+      f.event->synchronize();
+    else if (!f.event->query())
+      return;
+    s.done = f.covers;
+    spare_events_[device].push_back(std::move(f.event));
+    s.fences.pop_front();
+  }
+}
+
+std::size_t stream_ordered_cache::release_front(const stream_key& key, stream_blocks& s, bool all,
+                                                bool wait) {
+  if (all && !wait) {  // the caller asserts that every stream has finished
+    retire_fences(key.first, s, true);
+    s.done = s.fenced = s.next_seq;
+  } else {
+    if (wait) retire_fences(key.first, s, true);  // makes room for the fence of the newest frees
+    fence_stream(key, s);
+    retire_fences(key.first, s, wait);
+  }
   std::size_t bytes = 0;
-  while (!s.in_free_order.empty()) {
+  // Blocks are in free order, so the first one no completed fence covers ends the scan.
+  while (!s.in_free_order.empty() && s.in_free_order.front().seq < s.done) {
     held& h = s.in_free_order.front();
-    // Events of one stream complete in order: the first pending one ends the scan. A block
-    // without events waits for a synchronized release_all.
-    if ((!all || wait) && !completed(h, wait)) break;
     for (auto f = s.by_size.lower_bound(h.b.size); f != s.by_size.end(); ++f)
       if (f->second == s.in_free_order.begin()) {
         s.by_size.erase(f);
@@ -139,8 +168,8 @@ std::size_t stream_ordered_cache::release_completed() {
   std::lock_guard lock(mutex_);
   std::size_t bytes = release_shared(false, false);
   for (auto it = streams_.begin(); it != streams_.end();) {
-    bytes += release_front(it->second, false, false);
-    it = it->second.in_free_order.empty() ? streams_.erase(it) : std::next(it);
+    bytes += release_front(it->first, it->second, false, false);
+    it = drained(it->second) ? streams_.erase(it) : std::next(it);
   }
   return bytes;
 }
@@ -149,17 +178,15 @@ std::size_t stream_ordered_cache::release_all(bool synchronized) {
   std::lock_guard lock(mutex_);
   std::size_t bytes = release_shared(true, !synchronized);
   for (auto it = streams_.begin(); it != streams_.end();) {
-    bytes += release_front(it->second, true, !synchronized);
-    it = it->second.in_free_order.empty() ? streams_.erase(it) : std::next(it);
+    bytes += release_front(it->first, it->second, true, !synchronized);
+    it = drained(it->second) ? streams_.erase(it) : std::next(it);
   }
   return bytes;
 }
 
 void stream_ordered_cache::arm_deferred() {
   std::lock_guard lock(mutex_);
-  for (auto& [key, s] : streams_)
-    for (held& h : s.in_free_order)
-      if (h.deferred) record_events(h);
+  for (auto& [key, s] : streams_) fence_stream(key, s);
   for (held& h : shared_)
     if (h.deferred) record_events(h);
 }

@@ -11,6 +11,9 @@
 //
 // Usage: cca-trace-replay [--passes N] [--label NAME] TRACE.csv [DISPLAY_NAME]
 // (a plain CSV; run-on-h200.sh gunzips the .csv.gz first). Exit 0 fine, 2 bad input.
+// The same replay is the library libcca-trace-replay.so (cca_replay_main): a Python process
+// that installed another allocator into PyTorch (umem.torch.enable()) loads it and replays
+// through that allocator, bench/torch_alloc/trace_replay.py.
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
@@ -48,7 +51,7 @@ tr::replay_report replay(const tr::trace& t, std::size_t passes, const std::stri
   r.allocator = label;
   tr::describe_trace(r, t, name);
   const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
-  r.upstream = std::string("cudaMalloc via c10 CUDACachingAllocator (PYTORCH_CUDA_ALLOC_CONF=") +
+  r.upstream = alloc_api::get()->name() + " via c10 CUDACachingAllocator (PYTORCH_CUDA_ALLOC_CONF=" +
                (conf ? conf : "") + ")";
   r.passes = passes;
 
@@ -107,7 +110,7 @@ tr::replay_report replay(const tr::trace& t, std::size_t passes, const std::stri
 
 }  // namespace
 
-int main(int argc, char** argv) {
+extern "C" __attribute__((visibility("default"))) int cca_replay_main(int argc, char** argv) {
   std::size_t passes = 2;
   std::string label = "cca";
   std::vector<std::string> args;
@@ -132,7 +135,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     const tr::trace t = tr::parse_trace(in, args[0]);
-    alloc_api::init(c10::cuda::device_count());
+    if (!alloc_api::get()->initialized()) alloc_api::init(c10::cuda::device_count());
     const tr::replay_report r = replay(t, passes, label, args.size() > 1 ? args[1] : args[0]);
     std::fputs(tr::format_text(r).c_str(), stdout);
     std::fputs(tr::format_result_line(r).c_str(), stdout);

@@ -63,8 +63,9 @@ umem_status umem_torch_host_free(void* ptr);
  * event (or on a stream without events) are returned too. *released gets the bytes (may be NULL). */
 umem_status umem_torch_empty_cache(int device_synchronized, size_t* released);
 
-/* PyTorch's per-process memory fraction: caps device's allocations at fraction (0 <= f <= 1) of
- * its capacity (umem_torch_mem_get_info's total without a cap); 1 (the default) removes the cap. */
+/* PyTorch's per-process memory fraction: caps the memory reserved for device at fraction
+ * (0 <= f <= 1) of its capacity, umem_torch_mem_get_info's total without a cap (Note [Memory
+ * fraction] in torch_bridge/bridge.hpp); 1 (the default) removes the cap. */
 umem_status umem_torch_set_memory_fraction(double fraction, int device);
 umem_status umem_torch_get_memory_fraction(int device, double* fraction);
 

@@ -3,13 +3,13 @@
 // (NUMA binding, coherence kind); the allocator owns one per node and kind.
 //
 // Note [Small and large blocks]
-// Requests whose rounded size is below small_threshold are carved from small_segment_size
+// Requests whose rounded size is at most small_max are carved from small_segment_size
 // segments ("small pool"); larger ones take the best-fitting free block of the large pool
 // (splitting it), else grow the expandable segment (Note [Expandable segments]) or take a new
 // segment of the request rounded up to large_segment_rounding. The two
 // never share a segment: small, short-lived blocks scattered through big segments would keep
 // those segments from ever becoming fully free, so they could never be trimmed. For the same
-// reason a large block is only split when the remainder is itself large (>= small_threshold).
+// reason a large block is only split when the remainder is itself large (> small_max).
 //
 // Note [Expandable segments]
 // With pool_config::expandable_segments (the default), the large pool asks the upstream for its
@@ -95,7 +95,9 @@
 namespace umem::alloc {
 
 struct pool_config {
-  std::size_t small_threshold = std::size_t{1} << 20;         // smaller requests: small pool
+  // Requests up to this size use the small pool (PyTorch's kSmallSize: its small pool takes
+  // blocks of up to 1 MiB, so the two allocators count the same blocks as small).
+  std::size_t small_max = std::size_t{1} << 20;
   std::size_t small_segment_size = std::size_t{2} << 20;      // segments of the small pool
   std::size_t large_segment_rounding = std::size_t{2} << 20;  // large segments: multiples of this
   std::size_t alignment = 256;       // of every block and of every size (like CUDA's)
@@ -114,9 +116,9 @@ struct pool_config {
 class caching_pool {
  public:
   // Throws umem::error(invalid_argument) for an inconsistent config: alignment not a power of
-  // two; small_threshold, small_segment_size, large_segment_rounding or (when expandable)
+  // two; small_max, small_segment_size, large_segment_rounding or (when expandable)
   // expandable_reserve_bytes zero or not a multiple of alignment; small_segment_size <
-  // small_threshold. `global`, when given, receives every change
+  // small_max. `global`, when given, receives every change
   // of a current value (Note [Merged peaks] in pool_stats.hpp).
   caching_pool(upstream_source& upstream, node_binding binding, coherence kind,
                pool_config config = {}, global_peak_tracker* global = nullptr);

@@ -35,7 +35,7 @@ enum class metric : std::size_t {
   allocated_bytes, reserved_bytes, requested_bytes, allocation, segment };
 inline constexpr std::size_t metric_count = 5;
 
-// Which blocks a gauge covers: all of them, or those of the small (< small_threshold) or large
+// Which blocks a gauge covers: all of them, or those of the small (<= small_max) or large
 // size class, as PyTorch's "all", "small_pool", "large_pool".
 enum class size_class : std::size_t { all, small_pool, large_pool };
 inline constexpr std::size_t size_class_count = 3;

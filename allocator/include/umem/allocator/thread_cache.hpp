@@ -68,8 +68,8 @@ class thread_cache {
   static constexpr std::size_t largest_cached = std::size_t{64} << 20;
   static constexpr std::size_t table_entries = 256;
 
-  // `small_threshold`: the pool's boundary between its small and large class (for the totals).
-  thread_cache(std::size_t capacity_bytes, std::size_t small_threshold);
+  // `small_max`: the pool's boundary between its small and large class (for the totals).
+  thread_cache(std::size_t capacity_bytes, std::size_t small_max);
   thread_cache(const thread_cache&) = delete;
   thread_cache& operator=(const thread_cache&) = delete;
 
@@ -149,14 +149,14 @@ class thread_cache {
     constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ULL;
     return static_cast<std::size_t>(((address >> 8) * golden) >> 56) % table_entries;
   }
-  std::size_t class_of(std::size_t size) const { return size < small_threshold_ ? 0 : 1; }
+  std::size_t class_of(std::size_t size) const { return size <= small_max_ ? 0 : 1; }
   // Single-writer counter update: no locked instruction on the fast path.
   static void bump(std::atomic<std::int64_t>& a, std::int64_t d) {
     a.store(a.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
   }
 
   const std::size_t capacity_;
-  const std::size_t small_threshold_;
+  const std::size_t small_max_;
   std::vector<bin> bins_;
   std::array<entry, table_entries> table_{};
   std::array<counters, 2> counters_{};

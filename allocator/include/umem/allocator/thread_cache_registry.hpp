@@ -40,7 +40,7 @@ class thread_cache_registry {
 
   // capacity_bytes 0, or no membarrier() on this system (asymmetric_fence_available()): no thread
   // caches (mine() returns nullptr).
-  thread_cache_registry(std::size_t capacity_bytes, std::size_t small_threshold,
+  thread_cache_registry(std::size_t capacity_bytes, std::size_t small_max,
                         give_back_fn give_back);
   ~thread_cache_registry();
   thread_cache_registry(const thread_cache_registry&) = delete;
@@ -71,7 +71,7 @@ class thread_cache_registry {
 
   const std::uint64_t serial_;
   const std::size_t capacity_;
-  const std::size_t small_threshold_;
+  const std::size_t small_max_;
   give_back_fn give_back_;
   std::vector<owned*> caches_;     // guarded by the process-wide registry mutex
   thread_cache_totals retired_;    // of the caches whose threads exited; guarded by it too

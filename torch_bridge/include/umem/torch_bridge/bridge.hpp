@@ -123,6 +123,12 @@ class bridge {
   std::size_t empty_cache(bool device_synchronized);
   // PyTorch's set_per_process_memory_fraction: 0 <= fraction <= 1 of the device's capacity
   // (mem_get_info's total without a cap); 1 removes the cap.
+  //
+  // Note [Memory fraction]
+  // As in PyTorch's caching allocator, the cap bounds the memory reserved for the device (umem's
+  // pools, less the segments lent to PyTorch's private pools, plus what those pools reserve), not
+  // the bytes allocated: a request the cache serves always passes, and one that makes the
+  // reservation grow past the cap is refused once the cache has been given back.
   void set_memory_fraction(double fraction, int device);
   double memory_fraction(int device) const;
   // {free, total} bytes (umem_torch.h).
@@ -170,6 +176,12 @@ class bridge {
   template <class F>
   void for_each_usage(int device, F&& f);
   void* allocate_with_retry(std::size_t bytes, const alloc::request& r, int device);
+  // Note [Memory fraction]: allocate_with_retry, refused when it grew the reserved memory past
+  // `cap` even after the cache was given back.
+  void* allocate_within_cap(std::size_t reported, int device, std::uint64_t cap);
+  // What the memory fraction caps: the pools' reserved bytes of `device` less the segments lent
+  // to PyTorch's own pools, plus what those pools reserve (set_external_reserved).
+  std::int64_t reserved_for_cap(int device) const;
   [[noreturn]] void throw_oom(std::size_t bytes, int device, const std::string& detail);
   void account_allocate(int device, std::size_t reported, std::size_t requested, bool reused);
   void released(const held_block& b, bool shared);

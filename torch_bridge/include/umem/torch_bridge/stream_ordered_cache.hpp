@@ -3,6 +3,15 @@
 // lands here, a malloc first asks here for a block freed on its own stream, and blocks whose
 // events have completed are released to the umem pool, where any stream may get them.
 //
+// Note [Lazy stream fences]
+// A block used on its own stream only records nothing when it is freed: the free costs no driver
+// call, and the block is at once reusable by that stream. Only when blocks must move on (a
+// malloc that nothing held fits calls release_completed) is one event, a "fence", recorded on
+// each stream that freed blocks since its last fence: it covers every one of them, because they
+// were freed after all the work that used them had been queued. A stream keeps at most
+// max_fences pending; blocks freed after the newest one wait for a later fence. PyTorch's caching
+// allocator records no event for such blocks either; it keeps them with their stream for good.
+//
 // Note [Blocks used on several streams]
 // A block that PyTorch was told is used on other streams (Tensor.record_stream) may be reused by
 // no stream, its own included, before the work queued on every one of those streams at the free
@@ -19,6 +28,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <deque>
 #include <functional>
 #include <list>
 #include <map>
@@ -56,23 +67,28 @@ class stream_ordered_cache {
   stream_ordered_cache& operator=(const stream_ordered_cache&) = delete;
 
   // `b` was freed on `stream`, and used on `uses` too (Note [Blocks used on several streams]):
-  // released at once when its events have already completed (no GPU), else kept. `defer`: a
-  // graph capture is underway (Note [Frees during graph capture]). Throws what an event throws
-  // (then the block is kept for a synchronized release_all).
+  // kept. A block used on `stream` only records nothing (Note [Lazy stream fences]); one used
+  // elsewhere records its events now, and is released at once when they have already completed,
+  // unless `defer`: a graph capture is underway (Note [Frees during graph capture]). Throws what
+  // an event throws (then the block is kept for a synchronized release_all).
   void deallocate(const held_block& b, void* stream, std::span<void* const> uses, bool defer);
   // The smallest block freed on the same (device, stream), used on no other stream, that fits
   // `size` without wasting more than half of it. Ownership passes to the caller.
   std::optional<held_block> reuse(std::size_t size, int device, void* stream);
-  // Releases the blocks whose events have completed; bytes released. Never call it while a
-  // graph capture is underway (it queries events).
+  // Records the fences due (Note [Lazy stream fences]) and releases the blocks whose events have
+  // completed; bytes released. Never call it while a graph capture is underway (it records and
+  // queries events).
   std::size_t release_completed();
   // Releases every block: waits for each event when `synchronized` is false; when true the caller
   // asserts all GPU work is done (blocks without events go too). Bytes released.
   std::size_t release_all(bool synchronized);
-  // Records the events of blocks freed during a capture (Note [Frees during graph capture]).
+  // Records the events of blocks freed during a capture (Note [Frees during graph capture]) and
+  // the fences due.
   void arm_deferred();
   // Bytes held for `device` (-1: all devices).
   std::size_t held_bytes(int device) const;
+
+  static constexpr std::size_t max_fences = 8;  // pending fences per stream
 
  private:
   struct held {
@@ -82,12 +98,21 @@ class stream_ordered_cache {
     // Empty: none recorded (deferred, or the backend has none: waits for release_all(true)).
     std::vector<std::unique_ptr<alloc::stream_event>> events;
     bool deferred = false;
+    std::uint64_t seq = 0;  // order of the free on its stream (Note [Lazy stream fences])
   };
   using stream_key = std::pair<int, void*>;  // device, stream
-  // Blocks used on their own stream only: events complete in free order.
+  struct fence {
+    std::uint64_t covers = 0;  // blocks with seq < covers were freed before it was recorded
+    std::unique_ptr<alloc::stream_event> event;
+  };
+  // Blocks used on their own stream only, and the fences that cover them, both in free order.
   struct stream_blocks {
     std::list<held> in_free_order;
     std::multimap<std::size_t, std::list<held>::iterator> by_size;
+    std::deque<fence> fences;    // recorded, not yet seen complete, oldest first
+    std::uint64_t next_seq = 0;  // seq of the next free
+    std::uint64_t fenced = 0;    // blocks with seq < fenced are covered by a recorded fence
+    std::uint64_t done = 0;      // blocks with seq < done: their stream passed a fence
   };
 
   std::unique_ptr<alloc::stream_event> take_event(int device);
@@ -95,7 +120,13 @@ class stream_ordered_cache {
   // Records an event on h.stream and each of h.uses; false when the backend has no events.
   bool record_events(held& h);
   bool completed(held& h, bool wait);
-  std::size_t release_front(stream_blocks& s, bool all, bool wait);
+  // Records a fence on `stream` when blocks wait for one and fewer than max_fences are pending.
+  void fence_stream(const stream_key& key, stream_blocks& s);
+  // Retires the completed fences (waits for each when `wait`).
+  void retire_fences(int device, stream_blocks& s, bool wait);
+  std::size_t release_front(const stream_key& key, stream_blocks& s, bool all, bool wait);
+  // Nothing held and no fence pending: the stream is forgotten (its next free starts afresh).
+  static bool drained(const stream_blocks& s);
   std::size_t release_shared(bool all, bool wait);
   void release(held& h);
 
