@@ -152,8 +152,30 @@ def test_memory_snapshot_shows_umem_segments_in_the_default_pool():
     segments = [s for s in torch.cuda.memory_snapshot() if s["segment_pool_id"] == (0, 0)]
     blocks = [b for s in segments for b in s["blocks"] if b["state"] == "active_allocated"]
     assert any(s["address"] <= x.data_ptr() < s["address"] + s["total_size"] for s in segments)
-    assert any(b["size"] == 3 << 20 for b in blocks)
+    assert any(b["requested_size"] == 3 << 20 and b["size"] >= 3 << 20 for b in blocks)
     del x
+
+
+def test_memory_history_records_umem_blocks_with_their_stacks():
+    torch.cuda.memory._record_memory_history(max_entries=1000)
+    try:
+        x = torch.empty(5 << 20, dtype=torch.uint8, device="cuda")
+        freed = x.data_ptr()
+        del x
+        y = torch.empty(7 << 20, dtype=torch.uint8, device="cuda")
+        snap = torch.cuda.memory._snapshot()
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    trace = snap["device_traces"][0]
+    actions = [(e["action"], e["addr"]) for e in trace]
+    assert ("alloc", freed) in actions and ("free_requested", freed) in actions
+    alloc = next(e for e in trace if e["action"] == "alloc" and e["addr"] == freed)
+    assert alloc["size"] == 5 << 20
+    assert any(f["filename"].endswith("test_gpu.py") for f in alloc["frames"]), alloc["frames"]
+    live = [b for s in snap["segments"] for b in s["blocks"] if b["address"] == y.data_ptr()]
+    assert len(live) == 1 and live[0]["state"] == "active_allocated"
+    assert any(f["filename"].endswith("test_gpu.py") for f in live[0]["frames"])
+    del y
 
 
 def test_cuda_graph_capture_replay_with_an_allocation_from_another_thread():

@@ -42,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "memory_history.hpp"
 #include "umem/umem_torch.h"
 
 namespace {
@@ -169,10 +170,12 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
       const relaxed_capture relaxed(capturing());
       s = fn.umem_torch_release(p);  // one lookup: umem's blocks are the common case
     }
-    if (s == UMEM_ERR_NOT_FOUND) {
+    if (s == UMEM_OK) {
+      history_.freed(p);
+    } else if (s == UMEM_ERR_NOT_FOUND) {
       native_->raw_delete(p);
       note_native_reserved(c10::cuda::current_device());
-    } else if (s != UMEM_OK) {
+    } else {
       TORCH_WARN("umem: free failed: ", umem_message());
     }
   }
@@ -252,7 +255,8 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
       struct visit_ctx {
         c10::DeviceIndex device;
         std::vector<cda::SegmentInfo>* out;
-      } ctx{d, &info.segments};
+        const umem_extension::memory_history* history;
+      } ctx{d, &info.segments, &history_};
       check(fn.umem_torch_visit_segments(
                 d,
                 [](void* c, const umem_torch_segment_info* s) {
@@ -262,6 +266,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
                   seg.address = s->address;
                   seg.total_size = s->size;
                   seg.is_large = s->is_large != 0;
+                  std::size_t address = s->address;
                   for (size_t i = 0; i < s->block_count; ++i) {
                     const umem_torch_block_info& b = s->blocks[i];
                     cda::BlockInfo block;
@@ -269,16 +274,21 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
                     block.requested_size = b.requested;
                     block.allocated = b.allocated != 0;
                     block.active = b.active != 0;
-                    if (block.allocated) seg.allocated_size += b.size;
+                    if (block.allocated) {
+                      seg.allocated_size += b.size;
+                      block.context_when_allocated = v->history->context_of(address);
+                    }
                     if (block.active) seg.active_size += b.size;
                     seg.requested_size += b.requested;
                     seg.blocks.push_back(std::move(block));
+                    address += b.size;
                   }
                   v->out->push_back(std::move(seg));
                 },
                 &ctx),
             "memory_snapshot");
     }
+    if (include_traces) history_.add_traces(info.device_traces);
     return info;
   }
 
@@ -378,10 +388,13 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   std::shared_ptr<void> getIpcDevPtr(std::string handle) override {
     return native_->getIpcDevPtr(std::move(handle));
   }
-  bool isHistoryEnabled() override { return native_->isHistoryEnabled(); }
+  bool isHistoryEnabled() override { return history_.enabled() || native_->isHistoryEnabled(); }
   void recordHistory(bool enabled, cca::CreateContextFn context_recorder,
                      size_t alloc_trace_max_entries, cca::RecordContext when, bool clear_history,
                      const std::vector<std::string>& skip_actions) override {
+    // Note [Memory history] in memory_history.hpp: umem's blocks here, the private pools there.
+    history_.configure(enabled, context_recorder, alloc_trace_max_entries, when, clear_history,
+                       skip_actions);
     native_->recordHistory(enabled, context_recorder, alloc_trace_max_entries, when,
                            clear_history, skip_actions);
   }
@@ -489,14 +502,15 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
         } catch (const c10::OutOfMemoryError&) {
         }
       }
-      if (!observers.empty()) {
-        size_t free_bytes = 0, total = 0;
+      size_t free_bytes = 0, total = 0;
+      if (!observers.empty() || history_.enabled())
         (void)fn.umem_torch_mem_get_info(device, &free_bytes, &total);
-        for (const auto& o : observers) o(device, n, total, free_bytes);
-      }
+      history_.out_of_memory(device, n, free_bytes, stream);
+      for (const auto& o : observers) o(device, n, total, free_bytes);
       TORCH_CHECK_WITH(OutOfMemoryError, false, message);
     }
     check(s, "allocation");
+    history_.allocated(device, p, n, stream);
     return p;
   }
 
@@ -508,6 +522,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   std::vector<cca::OutOfMemoryObserver> oom_observers_;
   std::map<std::pair<c10::DeviceIndex, c10::MempoolId_t>, int> pool_references_;
   std::set<std::pair<c10::DeviceIndex, c10::MempoolId_t>> use_on_oom_;
+  umem_extension::memory_history history_;
 };
 
 void delete_block(void* p) { the_allocator->free(p); }
