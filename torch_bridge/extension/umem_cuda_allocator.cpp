@@ -473,6 +473,25 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     return p;
   }
 
+  // PyTorch's allocator lends the free blocks of use_on_oom pools only once it cannot reserve
+  // more itself; its own default pool would otherwise take the device memory umem was refused
+  // (its memory fraction knows nothing of umem's). A fraction of 0 for the call makes it go
+  // straight to those pools; the caller's fraction is put back after. Concurrent allocations of
+  // PyTorch's private pools on other threads may see the 0 and fail for that moment.
+  void* use_on_oom_alloc(size_t n, c10::DeviceIndex device, cudaStream_t stream) {
+    std::lock_guard lock(use_on_oom_mutex_);
+    double fraction = 1.0;
+    check(fn.umem_torch_get_memory_fraction(device, &fraction), "get_per_process_memory_fraction");
+    native_->setMemoryFraction(0.0, device);
+    struct restore {
+      cca::CUDAAllocator* native;
+      double fraction;
+      c10::DeviceIndex device;
+      ~restore() { native->setMemoryFraction(fraction, device); }
+    } put_back{native_, fraction, device};
+    return native_alloc(n, device, stream);
+  }
+
   bool has_use_on_oom_pool(c10::DeviceIndex device) {
     std::lock_guard lock(routes_mutex_);
     for (const auto& [d, id] : use_on_oom_)
@@ -498,7 +517,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
       // PyTorch: its allocator's out-of-memory path tries them (and fails as umem did otherwise).
       if (has_use_on_oom_pool(device)) {
         try {
-          return native_alloc(n, device, stream);
+          return use_on_oom_alloc(n, device, stream);
         } catch (const c10::OutOfMemoryError&) {
         }
       }
@@ -522,6 +541,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   std::vector<cca::OutOfMemoryObserver> oom_observers_;
   std::map<std::pair<c10::DeviceIndex, c10::MempoolId_t>, int> pool_references_;
   std::set<std::pair<c10::DeviceIndex, c10::MempoolId_t>> use_on_oom_;
+  std::mutex use_on_oom_mutex_;  // one use_on_oom_alloc at a time
   umem_extension::memory_history history_;
 };
 

@@ -532,6 +532,8 @@ std::map<std::string, std::int64_t> bridge::memory_stats(int device) const {
   }
   out["umem.stream_reuses"] = u->stream_reuses;
   out["umem.limit_bytes"] = u->cap_bytes ? static_cast<std::int64_t>(*u->cap_bytes) : -1;
+  out["umem.lent_bytes"] = u->lent_bytes;  // segments of PyTorch's own (private) pools
+  out["umem.lent_segments"] = u->lent_segments;
   if (device >= 0) out["umem.numa_node"] = node_of_device(device);
   return out;
 }
