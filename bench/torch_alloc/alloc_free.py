@@ -1,6 +1,8 @@
 """One allocation and free through PyTorch, with PyTorch's own allocator and with umem (default
-configuration), each in a process of its own on the same GPU: prints a markdown table of the
-median nanoseconds per alloc+free and umem's ratio (PyTorch's time / umem's: >= 1 means umem is no
+configuration), each in a process of its own on the same GPU, pinned to one core where taskset
+exists, the two alternating for ROUNDS rounds (CPU clocks drift between processes): prints a
+markdown table of the median over rounds of each process's median nanoseconds per alloc+free and
+umem's ratio (PyTorch's time / umem's: >= 1 means umem is no
 slower). Two paths: `torch.empty(n, device="cuda")` then dropping it (what Python code does), and
 `torch.cuda.caching_allocator_alloc/_delete` (PyTorch's allocator interface with little Python
 around it).
@@ -10,6 +12,7 @@ around it).
 umem is found like the GPU tests find it (UMEM_TORCH_LIBRARY, python/ on sys.path)."""
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -18,6 +21,7 @@ import time
 SIZES = [512, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
 ITERATIONS = 20000
 REPEATS = 5
+ROUNDS = 3
 
 
 def measure(allocator):
@@ -30,7 +34,7 @@ def measure(allocator):
     torch.cuda.init()
     out = {}
     for size in SIZES:
-        iterations = ITERATIONS if size <= (1 << 20) else ITERATIONS // 10
+        iterations = ITERATIONS
         for path in ("torch.empty", "caching_allocator"):
             runs = []
             for _ in range(REPEATS):
@@ -52,13 +56,17 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] in ("torch", "umem"):
         print(json.dumps(measure(sys.argv[1])))
         return
-    results = {}
-    for allocator in ("torch", "umem"):
-        r = subprocess.run([sys.executable, __file__, allocator], capture_output=True, text=True,
-                           timeout=900)
-        if r.returncode != 0:
-            sys.exit(f"the {allocator} run failed:\n{r.stderr[-4000:]}")
-        results[allocator] = json.loads(r.stdout.strip().splitlines()[-1])
+    pin = ["taskset", "-c", "2"] if shutil.which("taskset") else []
+    rounds = {"torch": [], "umem": []}
+    for _ in range(ROUNDS):
+        for allocator in ("torch", "umem"):
+            r = subprocess.run(pin + [sys.executable, __file__, allocator], capture_output=True,
+                               text=True, timeout=900)
+            if r.returncode != 0:
+                sys.exit(f"the {allocator} run failed:\n{r.stderr[-4000:]}")
+            rounds[allocator].append(json.loads(r.stdout.strip().splitlines()[-1]))
+    results = {a: {k: statistics.median(run[k] for run in runs) for k in runs[0]}
+               for a, runs in rounds.items()}
     print("| path | size | PyTorch's allocator (ns) | umem (ns) | PyTorch / umem |")
     print("|---|---|---|---|---|")
     for key, theirs in results["torch"].items():

@@ -1,13 +1,13 @@
 """Real PyTorch allocation traces replayed from C++ through PyTorch's allocator interface
 (c10::cuda::CUDACachingAllocator raw_alloc_with_stream / raw_delete), once with PyTorch's own
 allocator and once with umem installed by `umem.torch.enable()` (default configuration), each in a
-process of its own on the same GPU. The replay is bench/trace_replay/cca/cca_replay.cpp built as
-a library (run-on-h200.sh builds it); this script loads it into a Python process after PyTorch,
-so the calls reach whichever allocator PyTorch has. Prints the replay's own report lines and a
-markdown table: warm median and p99 nanoseconds per call and PyTorch's median / umem's (>= 1:
-umem is no slower).
+process of its own on the same GPU, pinned to one core where taskset exists. The replay is
+bench/trace_replay/cca/cca_replay.cpp, built here as a library with torch.utils.cpp_extension
+(like umem's extension) and loaded into each process after PyTorch, so its calls reach whichever
+allocator PyTorch has. Prints the replay's own report lines and a markdown table: warm median
+and p99 nanoseconds per call and PyTorch's median / umem's (>= 1: umem is no slower).
 
-    python3 bench/torch_alloc/trace_replay.py LIBCCA_TRACE_REPLAY.so TRACE.csv[.gz]...
+    python3 bench/torch_alloc/trace_replay.py TRACE.csv[.gz]...   # on a GPU machine
 
 umem is found like the GPU tests find it (UMEM_TORCH_LIBRARY, python/ on sys.path)."""
 import ctypes
@@ -18,10 +18,25 @@ import subprocess
 import sys
 import tempfile
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPLAY = os.path.join(HERE, "..", "trace_replay")
+
+
+def build(folder):
+    """The replay library, built into `folder`; its path."""
+    from torch.utils import cpp_extension
+    cpp_extension.load(
+        name="cca_trace_replay",
+        sources=[os.path.join(REPLAY, "cca", "cca_replay.cpp"),
+                 os.path.join(REPLAY, "trace.cpp"), os.path.join(REPLAY, "report.cpp")],
+        extra_include_paths=[REPLAY, os.path.join(HERE, "..", "..", "core", "include")],
+        extra_cflags=["-O2"], with_cuda=True, is_python_module=False, build_directory=folder,
+        verbose=False)
+    return os.path.join(folder, "cca_trace_replay.so")
+
 
 def replay(allocator, library, trace, name):
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                    "python"))
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
     import torch
     if allocator == "umem":
         import umem.torch as ut
@@ -49,18 +64,19 @@ def plain_csv(path, tmp):
 def main():
     if len(sys.argv) == 6 and sys.argv[1] == "--child":
         replay(*sys.argv[2:])
-    if len(sys.argv) < 3:
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
-    library = os.path.abspath(sys.argv[1])
     rows = []
+    pin = ["taskset", "-c", "2"] if shutil.which("taskset") else []
     with tempfile.TemporaryDirectory() as tmp:
-        for path in sys.argv[2:]:
+        library = build(tmp)
+        for path in sys.argv[1:]:
             name = os.path.basename(path)
             csv = plain_csv(path, tmp)
             results = {}
             for allocator in ("torch", "umem"):
-                r = subprocess.run([sys.executable, __file__, "--child", allocator, library, csv,
-                                    name], capture_output=True, text=True, timeout=900)
+                r = subprocess.run(pin + [sys.executable, __file__, "--child", allocator, library,
+                                          csv, name], capture_output=True, text=True, timeout=900)
                 sys.stdout.write(r.stdout)
                 if r.returncode != 0:
                     sys.exit(f"the {allocator} replay of {name} failed (exit {r.returncode}):\n"

@@ -11,9 +11,9 @@
 //
 // Usage: cca-trace-replay [--passes N] [--label NAME] TRACE.csv [DISPLAY_NAME]
 // (a plain CSV; run-on-h200.sh gunzips the .csv.gz first). Exit 0 fine, 2 bad input.
-// The same replay is the library libcca-trace-replay.so (cca_replay_main): a Python process
-// that installed another allocator into PyTorch (umem.torch.enable()) loads it and replays
-// through that allocator, bench/torch_alloc/trace_replay.py.
+// bench/torch_alloc/trace_replay.py builds the same replay as a library (cca_replay_main) with
+// torch.utils.cpp_extension and runs it in a Python process that installed another allocator
+// into PyTorch (umem.torch.enable()), so the calls reach that allocator.
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
