@@ -84,7 +84,9 @@ def test_memory_fraction_caps_reserved_memory_not_what_the_cache_serves():
         again = lib().umem_torch_malloc(8 << 20, 0, STREAM_A)
         assert again == cached
         lib().umem_torch_free(again, 8 << 20, 0, STREAM_A)
+        reserved = stats(0)["reserved_bytes.all.current"]
         assert lib().umem_torch_malloc(64 << 20, 0, STREAM_A) is None  # needs a new segment
+        assert stats(0)["reserved_bytes.all.current"] <= reserved  # the refused growth is gone
         assert lib().umem_torch_last_status() == L.UMEM_ERR_OUT_OF_MEMORY
         message = L.last_error()
         assert message.startswith("CUDA out of memory. Tried to allocate 64.00 MiB."), message

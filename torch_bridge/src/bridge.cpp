@@ -244,12 +244,14 @@ void* bridge::allocate_within_cap(std::size_t reported, int device, std::uint64_
     const std::int64_t after = reserved_for_cap(device);
     if (after <= before || static_cast<std::uint64_t>(after) <= cap) return p;
     alloc_->deallocate(p);
-    if (attempt == 1)
+    if (attempt == 1) {
+      alloc_->trim();  // what the refused request grew must not stay reserved for the next one
       throw_oom(reported, device,
                 "the memory fraction caps device " + std::to_string(device) + " at " +
                     std::to_string(cap) + " bytes reserved (torch.cuda.set_per_process_memory_" +
                     "fraction), and this request needed " + std::to_string(after - before) +
                     " bytes more of it than the cache could give back");
+    }
     // Like PyTorch's allocator at its cap: give the cache back, then try once more.
     if (captures_.load() == 0) cache_->release_all(false);
     alloc_->trim();

@@ -11,9 +11,6 @@
 //
 // Usage: cca-trace-replay [--passes N] [--label NAME] TRACE.csv [DISPLAY_NAME]
 // (a plain CSV; run-on-h200.sh gunzips the .csv.gz first). Exit 0 fine, 2 bad input.
-// bench/torch_alloc/trace_replay.py builds the same replay as a library (cca_replay_main) with
-// torch.utils.cpp_extension and runs it in a Python process that installed another allocator
-// into PyTorch (umem.torch.enable()), so the calls reach that allocator.
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
@@ -51,7 +48,7 @@ tr::replay_report replay(const tr::trace& t, std::size_t passes, const std::stri
   r.allocator = label;
   tr::describe_trace(r, t, name);
   const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
-  r.upstream = alloc_api::get()->name() + " via c10 CUDACachingAllocator (PYTORCH_CUDA_ALLOC_CONF=" +
+  r.upstream = std::string("cudaMalloc via c10 CUDACachingAllocator (PYTORCH_CUDA_ALLOC_CONF=") +
                (conf ? conf : "") + ")";
   r.passes = passes;
 
@@ -110,7 +107,7 @@ tr::replay_report replay(const tr::trace& t, std::size_t passes, const std::stri
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) int cca_replay_main(int argc, char** argv) {
+int main(int argc, char** argv) {
   std::size_t passes = 2;
   std::string label = "cca";
   std::vector<std::string> args;
@@ -135,7 +132,7 @@ extern "C" __attribute__((visibility("default"))) int cca_replay_main(int argc, 
       return 2;
     }
     const tr::trace t = tr::parse_trace(in, args[0]);
-    if (!alloc_api::get()->initialized()) alloc_api::init(c10::cuda::device_count());
+    alloc_api::init(c10::cuda::device_count());
     const tr::replay_report r = replay(t, passes, label, args.size() > 1 ? args[1] : args[0]);
     std::fputs(tr::format_text(r).c_str(), stdout);
     std::fputs(tr::format_result_line(r).c_str(), stdout);
