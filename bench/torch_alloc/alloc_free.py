@@ -21,7 +21,7 @@ import time
 SIZES = [512, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
 ITERATIONS = 20000
 REPEATS = 5
-ROUNDS = 3
+ROUNDS = 5
 
 
 def measure(allocator):
@@ -67,12 +67,17 @@ def main():
             rounds[allocator].append(json.loads(r.stdout.strip().splitlines()[-1]))
     results = {a: {k: statistics.median(run[k] for run in runs) for k in runs[0]}
                for a, runs in rounds.items()}
-    print("| path | size | PyTorch's allocator (ns) | umem (ns) | PyTorch / umem |")
-    print("|---|---|---|---|---|")
+    spread = {a: {k: (min(run[k] for run in runs), max(run[k] for run in runs)) for k in runs[0]}
+              for a, runs in rounds.items()}
+    print("| path | size | PyTorch's allocator (ns) | umem (ns) | PyTorch / umem | "
+          "PyTorch's rounds (ns) | umem's rounds (ns) |")
+    print("|---|---|---|---|---|---|---|")
     for key, theirs in results["torch"].items():
         ours = results["umem"][key]
         path, size = key.split()
-        print(f"| {path} | {int(size)} | {theirs:.0f} | {ours:.0f} | {theirs / ours:.2f} |")
+        (tl, th), (ul, uh) = spread["torch"][key], spread["umem"][key]
+        print(f"| {path} | {int(size)} | {theirs:.0f} | {ours:.0f} | {theirs / ours:.2f} | "
+              f"{tl:.0f}-{th:.0f} | {ul:.0f}-{uh:.0f} |")
 
 
 if __name__ == "__main__":
