@@ -77,5 +77,19 @@ if [ -f "$trace_doc" ] && [ "$out" = "$root/docs/benchmarks.md" ]; then
     sed -n '/^## Results on the H200/,/^## /{/^## /d;p}' "$trace_doc"
   } >> "$out"
 fi
+# One alloc+free through PyTorch, against PyTorch's own allocator, measured on the GPU machine too:
+# kept in docs/pytorch-parity.md and carried over the same way.
+parity_doc="$root/docs/pytorch-parity.md"
+if [ -f "$parity_doc" ] && [ "$out" = "$root/docs/benchmarks.md" ]; then
+  {
+    echo
+    echo "## One alloc+free through PyTorch: umem vs PyTorch's allocator (from docs/pytorch-parity.md)"
+    echo
+    echo "Regenerate: \`python3 bench/torch_alloc/alloc_free.py\` on the GPU machine (see"
+    echo "docs/pytorch-parity.md)."
+    echo
+    sed -n '/^## One alloc+free through PyTorch on the H200/,/^## /{/^## /d;p}' "$parity_doc"
+  } >> "$out"
+fi
 echo
 echo "written: $out"
