@@ -63,33 +63,29 @@ command="bench/run-benchmarks.sh${1:+ $1}"
 echo
 "$build/bench/umem_bench_report" --out "$out" --command "$command" --settings "$settings" \
   "$results"/*.json
-# Issue 7's side-by-side trace replay (measured on the GPU machine, where PyTorch's caching
-# allocator runs) is kept in docs/trace-replay.md; its results section is carried over verbatim.
-trace_doc="$root/docs/trace-replay.md"
-if [ -f "$trace_doc" ] && [ "$out" = "$root/docs/benchmarks.md" ]; then
+# Results measured on the GPU machine (where PyTorch's caching allocator runs) are kept in their own
+# documents; their results sections are carried over verbatim.
+# carry DOC SECTION-HEADING TITLE REGENERATE-SENTENCE...
+carry() {
+  local doc=$root/$1 heading=$2 title=$3
+  shift 3
+  [ -f "$doc" ] && [ "$out" = "$root/docs/benchmarks.md" ] || return 0
   {
     echo
-    echo "## Real training traces: umem vs PyTorch's caching allocator (from docs/trace-replay.md)"
+    echo "## $title"
     echo
-    echo "Regenerate: \`bash bench/trace_replay/cca/run-on-h200.sh DIR\` on the GPU machine (see"
-    echo "docs/trace-replay.md); umem alone, quick, on any machine: \`ctest -L '^trace\$'\`."
+    printf '%s\n' "$@"
     echo
-    sed -n '/^## Results on the H200/,/^## /{/^## /d;p}' "$trace_doc"
+    sed -n "/^## $heading/,/^## /{/^## /d;p}" "$doc"
   } >> "$out"
-fi
-# One alloc+free through PyTorch, against PyTorch's own allocator, measured on the GPU machine too:
-# kept in docs/pytorch-parity.md and carried over the same way.
-parity_doc="$root/docs/pytorch-parity.md"
-if [ -f "$parity_doc" ] && [ "$out" = "$root/docs/benchmarks.md" ]; then
-  {
-    echo
-    echo "## One alloc+free through PyTorch: umem vs PyTorch's allocator (from docs/pytorch-parity.md)"
-    echo
-    echo "Regenerate: \`python3 bench/torch_alloc/alloc_free.py\` on the GPU machine (see"
-    echo "docs/pytorch-parity.md)."
-    echo
-    sed -n '/^## One alloc+free through PyTorch on the H200/,/^## /{/^## /d;p}' "$parity_doc"
-  } >> "$out"
-fi
+}
+carry docs/trace-replay.md "Results on the H200" \
+  "Real training traces: umem vs PyTorch's caching allocator (from docs/trace-replay.md)" \
+  "Regenerate: \`bash bench/trace_replay/cca/run-on-h200.sh DIR\` on the GPU machine (see" \
+  "docs/trace-replay.md); umem alone, quick, on any machine: \`ctest -L '^trace\$'\`."
+carry docs/pytorch-parity.md "One alloc+free through PyTorch on the H200" \
+  "One alloc+free through PyTorch: umem vs PyTorch's allocator (from docs/pytorch-parity.md)" \
+  "Regenerate: \`python3 bench/torch_alloc/alloc_free.py\` on the GPU machine (see" \
+  "docs/pytorch-parity.md)."
 echo
 echo "written: $out"
