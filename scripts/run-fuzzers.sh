@@ -23,7 +23,7 @@ if [[ ! -d $fixtures ]]; then
 fi
 
 CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S "$root" -B "$build" -G Ninja \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUMEM_BUILD_FUZZERS=ON >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUMEM_BUILD_FUZZERS=ON -DUMEM_WERROR=ON >/dev/null
 cmake --build "$build" -j 2 --target fuzz_rocminfo fuzz_numactl fuzz_snapshot fuzz_snapshot_seeds
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/umem-fuzz.XXXXXX")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: dependencies, a warnings-as-errors build with all tests,
-# the same under AddressSanitizer + UndefinedBehaviorSanitizer, the allocator under
+# `pip install .` into a fresh virtual environment with the Python tests against the installed
+# package, the same build under AddressSanitizer + UndefinedBehaviorSanitizer, the allocator under
 # ThreadSanitizer, the placement checks on a 4-NUMA-node VM, and bounded fuzzing.
 # Env: UMEM_FUZZ_SECONDS (default 30 per target); UMEM_SKIP_{ASAN,TSAN,VM,FUZZ}=1 skip a stage.
 # The VM stage skips only where QEMU cannot run, and fails instead under CI=true.
@@ -11,6 +12,9 @@ scripts/install-deps.sh
 echo "== release build + tests"
 dir=$(scripts/build.sh release | tail -n 1)
 ctest --test-dir "$dir" --output-on-failure -j 2
+
+echo "== pip install . + the Python tests against the installed package"
+scripts/test-installed-package.sh "$dir"
 
 if [ "${UMEM_SKIP_ASAN:-0}" != 1 ]; then
   echo "== ASan+UBSan build + tests"

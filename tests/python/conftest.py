@@ -2,16 +2,30 @@
   UMEM_TORCH_LIBRARY  libumem_torch.so to test (default: build/torch/python/umem/libumem_torch.so)
   UMEM_UMTOPO         the umtopo binary, to build snapshots from captures (default: build/torch)
   UMEM_FIXTURES_DIR   real machine captures (default: ../shared/fixtures/machines)
+  UMEM_TEST_INSTALLED 1: test the `umem` package installed in this Python (`pip install .`) as it
+                      is, without the source tree's package or UMEM_TORCH_LIBRARY; umtopo is then
+                      the one on PATH
 GPU tests carry the `gpu` marker and skip, saying why, where torch sees no GPU."""
 import os
+import shutil
 import sys
 
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-os.environ.setdefault("UMEM_TORCH_LIBRARY",
-                      os.path.join(ROOT, "build", "torch", "python", "umem", "libumem_torch.so"))
+INSTALLED = os.environ.get("UMEM_TEST_INSTALLED") == "1"
+if not INSTALLED:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    os.environ.setdefault("UMEM_TORCH_LIBRARY",
+                          os.path.join(ROOT, "build", "torch", "python", "umem",
+                                       "libumem_torch.so"))
+
+
+@pytest.fixture(scope="session")
+def package_dir():
+    """The folder holding the `umem` package under test (for child processes' sys.path)."""
+    import umem
+    return os.path.dirname(os.path.dirname(os.path.abspath(umem.__file__)))
 
 
 def pytest_configure(config):
@@ -63,8 +77,9 @@ def fixture_file():
 
 @pytest.fixture
 def umtopo():
-    path = os.environ.get("UMEM_UMTOPO", os.path.join(ROOT, "build", "torch", "tools", "umtopo",
-                                                      "umtopo"))
+    default = (shutil.which("umtopo") or "umtopo") if INSTALLED else \
+        os.path.join(ROOT, "build", "torch", "tools", "umtopo", "umtopo")
+    path = os.environ.get("UMEM_UMTOPO", default)
     if not os.path.exists(path):
-        pytest.skip(f"umtopo not built at {path} (set UMEM_UMTOPO)")
+        pytest.skip(f"umtopo not found at {path} (set UMEM_UMTOPO)")
     return path

@@ -17,7 +17,7 @@ CAPTURE = os.path.join(ROOT, "data", "machines",
                        "rocminfo_mi300a_1socket_sh5_protosample_gfx940_ROCm-ROCm_4411.txt")
 
 
-def run_child(umtopo, tmp_path, hip):
+def run_child(umtopo, tmp_path, package_dir, hip):
     for var in ("UMEM_ROCR_DOUBLE", "UMEM_HIP_DOUBLE"):
         if not os.environ.get(var):
             pytest.skip(f"{var} is not set (the ctest entry points it at the test double)")
@@ -27,14 +27,15 @@ def run_child(umtopo, tmp_path, hip):
     env = dict(os.environ, UMEM_GPU_BACKEND="rocr", UMEM_HSA_RUNTIME_LIB=os.environ["UMEM_ROCR_DOUBLE"],
                UMEM_ROCR_DOUBLE_SNAPSHOT=str(snapshot), UMEM_HIP_RUNTIME_LIB=os.environ["UMEM_HIP_DOUBLE"])
     run = subprocess.run([sys.executable, os.path.join(HERE, "hip_stream_reuse_child.py"),
-                          os.path.join(ROOT, "python"), os.environ["UMEM_HIP_DOUBLE"] if hip else "-"],
+                          package_dir, os.environ["UMEM_HIP_DOUBLE"] if hip else "-"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def test_hip_events_hand_a_block_to_another_stream_once_its_stream_passed_it(umtopo, tmp_path):
-    r = run_child(umtopo, tmp_path, hip=True)
+def test_hip_events_hand_a_block_to_another_stream_once_its_stream_passed_it(umtopo, tmp_path,
+                                                                            package_dir):
+    r = run_child(umtopo, tmp_path, package_dir, hip=True)
     assert r["allocated"] is True
     assert r["held_after_free"] == 1 << 20              # A's kernel pending: the block waits
     assert r["other_stream_gets_other_block"] is True   # not handed to B while A may read it
@@ -44,8 +45,8 @@ def test_hip_events_hand_a_block_to_another_stream_once_its_stream_passed_it(umt
     assert r["current_device"] == 0                     # the thread's HIP device left as it was
 
 
-def test_without_hip_the_block_waits_for_empty_cache(umtopo, tmp_path):
-    r = run_child(umtopo, tmp_path, hip=False)
+def test_without_hip_the_block_waits_for_empty_cache(umtopo, tmp_path, package_dir):
+    r = run_child(umtopo, tmp_path, package_dir, hip=False)
     assert r["allocated"] is True
     assert r["held_after_free"] == 1 << 20
     assert r["other_stream_gets_other_block"] is True

@@ -9,7 +9,6 @@ import torch
 
 import umem.torch as ut
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_empty_on_node0_holds_values_and_lives_there():
@@ -67,13 +66,13 @@ def test_memory_is_freed_silently_after_the_module_globals_are_gone(monkeypatch)
     assert ut.memory_stats(-1)["allocation.all.current"] == before
 
 
-def test_interpreter_exit_prints_nothing():
+def test_interpreter_exit_prints_nothing(package_dir):
     code = ("import umem.torch as ut\n"
             "kept = [ut.empty(16, node=0) for _ in range(4)]\n"
             "cycle = {'tensor': ut.empty(8, node=0)}\n"
             "cycle['self'] = cycle\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
+                       env=dict(os.environ, PYTHONPATH=package_dir))
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
 
 

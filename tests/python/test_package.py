@@ -27,3 +27,27 @@ def test_topology_of_a_bad_snapshot_names_the_problem():
         assert "snapshot" in str(e)
     else:
         raise AssertionError("a snapshot with a wrong schema version was accepted")
+
+
+def test_the_installed_package_needs_no_environment():
+    """`pip install .` gives a package that finds its library and runs umtopo by itself."""
+    import shutil
+    import subprocess
+    import sys
+
+    import pytest
+    if os.environ.get("UMEM_TEST_INSTALLED") != "1":
+        pytest.skip("not testing an installed package (UMEM_TEST_INSTALLED=1 after pip install .)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UMEM_", "PYTHONPATH"))}
+    code = ("import os, umem; lib = umem._lib.library_path(); "
+            "assert os.path.dirname(lib) == os.path.dirname(umem.__file__), lib; "
+            "print(len(umem.topology()['numa']['nodes']))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd="/", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.strip()) >= 1
+    umtopo = shutil.which("umtopo", path=os.path.dirname(sys.executable))
+    assert umtopo, "pip installs the umtopo command beside the interpreter"
+    r = subprocess.run([umtopo, "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert '"numa"' in r.stdout

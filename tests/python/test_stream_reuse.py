@@ -8,9 +8,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def test_block_freed_on_stream_a_waits_for_a_before_stream_b_gets_it():
-    root = os.path.abspath(os.path.join(HERE, "..", "..", "python"))
-    run = subprocess.run([sys.executable, os.path.join(HERE, "stream_reuse_child.py"), root],
+def test_block_freed_on_stream_a_waits_for_a_before_stream_b_gets_it(package_dir):
+    run = subprocess.run([sys.executable, os.path.join(HERE, "stream_reuse_child.py"), package_dir],
                          capture_output=True, text=True, check=True, timeout=120)
     r = json.loads(run.stdout.strip().splitlines()[-1])
     assert r["held_after_free"] == 1 << 20        # A's work pending: the block waits
@@ -23,9 +22,8 @@ def test_block_freed_on_stream_a_waits_for_a_before_stream_b_gets_it():
     assert r["held_after_empty_cache"] == 0
 
 
-def test_record_stream_capture_deferral_and_pytorch_statistics():
-    root = os.path.abspath(os.path.join(HERE, "..", "..", "python"))
-    run = subprocess.run([sys.executable, os.path.join(HERE, "stream_uses_child.py"), root],
+def test_record_stream_capture_deferral_and_pytorch_statistics(package_dir):
+    run = subprocess.run([sys.executable, os.path.join(HERE, "stream_uses_child.py"), package_dir],
                          capture_output=True, text=True, check=True, timeout=120)
     r = json.loads(run.stdout.strip().splitlines()[-1])
     assert r["reported_bytes"] == 512 and r["requested_bytes"] == 100  # PyTorch's rounding

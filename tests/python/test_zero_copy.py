@@ -305,12 +305,11 @@ def test_inner_non_strict_block_copies_inside_a_strict_one(fake_gpu):
                                             ("to", "copy", "non-contiguous tensor")]
 
 
-def test_the_mode_is_a_torch_function_mode_importable_from_both_modules():
+def test_the_mode_is_a_torch_function_mode_importable_from_both_modules(package_dir):
     assert ut.zero_copy is zc.zero_copy and ut.ZeroCopyLog is zc.ZeroCopyLog
     assert issubclass(ut.zero_copy, torch.overrides.TorchFunctionMode)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     code = ("import umem.zero_copy, umem.torch; "
             "assert umem.torch.zero_copy is umem.zero_copy.zero_copy")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=dict(os.environ, PYTHONPATH=os.path.join(root, "python")))
+                       env=dict(os.environ, PYTHONPATH=package_dir))
     assert r.returncode == 0, r.stderr
