@@ -47,9 +47,6 @@ struct named {
   E value;
 };
 
-constexpr std::array<named<coherence>, 3> kKinds{{{"fine", coherence::fine},
-                                                  {"coarse", coherence::coarse},
-                                                  {"extended_fine", coherence::extended_fine}}};
 constexpr std::array<named<bool>, 2> kBools{{{"true", true}, {"false", false}}};
 
 template <class E, std::size_t N>
@@ -234,10 +231,10 @@ constexpr std::array kRows{
                 "(coherent at synchronization points; full GPU L2 use), extended_fine (adds "
                 "system-scope atomics)."},
                [](alloc_options& o, std::string_view k, std::string_view v) {
-                 o.kind = parse_enum(kKinds, k, v);
+                 o.kind = with_key(k, [&] { return parse_coherence(v); });
                },
                [](const alloc_options& o, std::vector<std::string>& items) {
-                 items.push_back("kind:" + std::string(enum_name(kKinds, o.kind)));
+                 items.push_back("kind:" + std::string(to_string(o.kind)));
                }},
     option_row{{"huge_pages", "true | false", "true",
                 "Advise transparent huge pages (MADV_HUGEPAGE) on fresh 2 MiB-aligned segments; "

@@ -18,7 +18,7 @@
 #include "umem/allocator/os_memory.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
 
 namespace umem::alloc {
@@ -37,10 +37,7 @@ std::string pool_name(const node_binding& b, coherence kind) {
     case bind_mode::preferred: name = "preferred" + format_node_set(b.nodes); break;
     case bind_mode::interleave: name = "interleave" + format_node_set(b.nodes); break;
   }
-  std::string k = to_string(kind);
-  for (char& c : k)
-    if (c == '-') c = '_';
-  return name + "_" + k;
+  return name + "_" + to_string(kind);
 }
 
 std::string device_pool_name(int device) { return "device" + std::to_string(device); }

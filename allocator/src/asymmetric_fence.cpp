@@ -8,7 +8,7 @@
 #include <cstring>
 #include <exception>
 
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 
 namespace umem::alloc {
 

@@ -76,14 +76,11 @@ umem_status umem_alloc_ex(size_t size, const char* placement, const char* cohere
     umem::alloc::request r;
     if (placement != nullptr) r.where = umem::alloc::parse_placement(placement);
     if (coherence != nullptr) {
-      const std::string k = coherence;
-      if (k == "fine") r.kind = umem::coherence::fine;
-      else if (k == "coarse") r.kind = umem::coherence::coarse;
-      else if (k == "extended_fine") r.kind = umem::coherence::extended_fine;
-      else
-        throw umem::error(umem::errc::invalid_argument,
-                          "umem_alloc_ex: coherence '" + k +
-                              "' is not one of fine, coarse, extended_fine");
+      try {
+        r.kind = umem::parse_coherence(coherence);
+      } catch (const umem::error& e) {
+        throw umem::error(e.code(), std::string("umem_alloc_ex: coherence ") + e.what());
+      }
     }
     *out = get_default().allocate(size, r);
   });

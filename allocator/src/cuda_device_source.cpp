@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/cuda_runtime/cuda_compat.hpp"
 
 namespace umem::alloc {

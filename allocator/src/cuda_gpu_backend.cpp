@@ -6,7 +6,7 @@
 #include "umem/allocator/gpu_backend.hpp"
 #include "umem/allocator/gpu_memory_kind.hpp"
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/cuda_runtime/cuda_compat.hpp"
 #include "umem/cuda_runtime/cuda_context.hpp"
 #include "umem/cuda_runtime/cuda_discovery.hpp"

@@ -3,7 +3,7 @@
 
 #include "umem/allocator/gpu_backend.hpp"
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/core/options.hpp"
 #include "umem/cuda_runtime/cuda_driver.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/hip_runtime/hip_compat.hpp"
 #include "umem/hip_runtime/hip_device_scope.hpp"
 

@@ -10,7 +10,7 @@
 #include "umem/allocator/os_memory.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 
 namespace umem::alloc {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "umem/core/error.hpp"
 #include "umem/core/fs_root.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/hsa_runtime/kernel_knobs.hpp"
 #include "umem/hsa_runtime/kfd_topology.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"

@@ -6,7 +6,7 @@
 #include "umem/allocator/hip_stream_event.hpp"
 #include "umem/allocator/rocr_gpu_mapper.hpp"
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/hip_runtime/hip_runtime.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"

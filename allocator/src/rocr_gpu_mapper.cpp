@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/hsa_runtime/rocr_compat.hpp"
 
 namespace umem::alloc {

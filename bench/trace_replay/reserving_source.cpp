@@ -6,7 +6,7 @@
 #include <cerrno>
 
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 
 namespace umem::trace_replay {
 namespace {

@@ -1,4 +1,4 @@
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 

@@ -4,7 +4,7 @@
 #include <link.h>
 
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 
 namespace umem {
 namespace {

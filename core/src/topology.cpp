@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "umem/core/error.hpp"
+
 namespace umem {
 
 coherence memory_pool::coherence_kind() const {
@@ -98,10 +100,20 @@ const char* to_string(coherence c) {
   switch (c) {
     case coherence::fine: return "fine";
     case coherence::coarse: return "coarse";
-    case coherence::extended_fine: return "extended-fine";
+    case coherence::extended_fine: return "extended_fine";
     case coherence::unknown: return "unknown";
   }
   return "unknown";
+}
+
+coherence parse_coherence(std::string_view text) {
+  constexpr coherence settable[] = {coherence::fine, coherence::coarse, coherence::extended_fine};
+  std::string accepted;
+  for (coherence c : settable) {
+    if (text == to_string(c)) return c;
+    accepted += (accepted.empty() ? "" : ", ") + std::string(to_string(c));
+  }
+  throw_error(errc::invalid_argument, "'" + std::string(text) + "' is not one of " + accepted);
 }
 
 const char* to_string(runtime_state s) {

@@ -1,6 +1,6 @@
 #include "umem/cuda_runtime/cuda_context.hpp"
 
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 
 namespace umem::cuda {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/cuda_runtime/cuda_compat.hpp"
 #include "umem/cuda_runtime/cuda_driver.hpp"
 

@@ -1,6 +1,6 @@
 #include "umem/hip_runtime/hip_device_scope.hpp"
 
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/hip_runtime/hip_compat.hpp"
 
 namespace umem::hip {

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/core/options.hpp"
 #include "umem/core/shared_library.hpp"
 #include "umem/hip_runtime/hip_compat.hpp"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 
 namespace umem::hsa {
 namespace {

@@ -3,7 +3,7 @@
 
 #include "kfd_properties_text.hpp"
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/hsa_runtime/kfd_topology.hpp"
 
 namespace umem::hsa {

@@ -8,7 +8,7 @@
 
 #include "kfd_properties_text.hpp"
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 
 namespace umem::hsa {
 namespace {

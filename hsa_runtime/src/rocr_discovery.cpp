@@ -10,7 +10,7 @@
 
 #include "umem/core/error.hpp"
 #include "umem/core/fs_root.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/hsa_runtime/rocr_compat.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
 

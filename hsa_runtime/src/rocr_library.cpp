@@ -15,7 +15,7 @@
 
 #include "umem/core/error.hpp"
 #include "umem/core/shared_library.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 #include "umem/core/options.hpp"
 #include "umem/hsa_runtime/rocr_compat.hpp"
 

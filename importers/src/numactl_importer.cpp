@@ -8,7 +8,7 @@
 
 #include "text_scan.hpp"
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 
 // Note [numactl --hardware layout]
 //   available: 4 nodes (0-3)          node count and the node ids as a range list

@@ -9,7 +9,7 @@
 
 #include "text_scan.hpp"
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 
 // Note [rocminfo layout]
 // rocminfo pads labels to 25 columns and indents 2 spaces per level:

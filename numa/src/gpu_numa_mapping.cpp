@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 
 namespace umem::numa {
 namespace {

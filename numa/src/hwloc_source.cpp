@@ -11,7 +11,7 @@
 #include <string>
 
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 
 namespace fs = std::filesystem;
 

@@ -64,7 +64,7 @@ TEST(caching_pool, passes_binding_and_coherence_to_the_upstream) {
   ASSERT_EQ(snap.segments.size(), 1u);
   EXPECT_EQ(snap.segments[0].binding, where);
   EXPECT_EQ(snap.segments[0].kind, coherence::extended_fine);
-  EXPECT_EQ(pool.describe(), "nodes 0,2 (interleave), extended-fine");
+  EXPECT_EQ(pool.describe(), "nodes 0,2 (interleave), extended_fine");
   pool.deallocate(p);
 }
 

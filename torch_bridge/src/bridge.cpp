@@ -9,7 +9,7 @@
 #include "umem/allocator/live_machine.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
-#include "umem/core/log.hpp"
+#include "umem/core/detail/log.hpp"
 
 namespace umem::torch_bridge {
 namespace {

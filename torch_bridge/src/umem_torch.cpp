@@ -32,7 +32,8 @@ thread_local umem_status last_status = UMEM_OK;
 
 // Deliberately never destroyed: PyTorch frees tensors from static destructors and exit handlers.
 std::mutex bridge_mutex;
-bridge* the_bridge = nullptr;  // guarded by bridge_mutex until created
+// Set once, under bridge_mutex; read without it on the allocation path.
+std::atomic<bridge*> the_bridge{nullptr};
 umem_torch_event_provider event_provider{};
 std::atomic<bool> oom_exceptions{false};
 
@@ -81,13 +82,15 @@ bridge& make_bridge_locked(const umem::alloc::alloc_options& options) {
     const umem_torch_event_provider p = event_provider;
     events = [p](int device) { return std::make_unique<provided_event>(p, device); };
   }
-  the_bridge = new bridge(options, std::move(events));
-  return *the_bridge;
+  auto* b = new bridge(options, std::move(events));
+  the_bridge.store(b, std::memory_order_release);
+  return *b;
 }
 
 bridge& get_bridge() {
+  if (bridge* b = the_bridge.load(std::memory_order_acquire)) return *b;
   std::lock_guard lock(bridge_mutex);
-  if (the_bridge != nullptr) return *the_bridge;
+  if (bridge* b = the_bridge.load(std::memory_order_relaxed)) return *b;
   return make_bridge_locked(umem::alloc::options_from_environment());
 }
 
@@ -116,7 +119,7 @@ extern "C" {
 
 umem_status umem_torch_init(const char* conf) {
   std::lock_guard lock(bridge_mutex);
-  if (the_bridge != nullptr)
+  if (the_bridge.load() != nullptr)
     return fail(UMEM_ERR_ALREADY_INITIALIZED,
                 "umem_torch_init: the torch bridge already exists (an allocation or an earlier "
                 "init created it); configure it once, before the first allocation");
@@ -258,7 +261,7 @@ umem_status umem_torch_set_memory_policy(int node, const char* mode) {
 
 umem_status umem_torch_set_event_provider(const umem_torch_event_provider* provider) {
   std::lock_guard lock(bridge_mutex);
-  if (the_bridge != nullptr)
+  if (the_bridge.load() != nullptr)
     return fail(UMEM_ERR_ALREADY_INITIALIZED,
                 "umem_torch_set_event_provider: the torch bridge already exists; set the "
                 "provider before the first allocation");

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace umem {
@@ -252,7 +253,11 @@ struct topology {
 
 const char* to_string(agent_kind);
 const char* to_string(pool_segment);
+// "fine", "coarse", "extended_fine" (the spelling UMEM_ALLOC_CONF and the C ABI take), "unknown".
 const char* to_string(coherence);
+// The coherence to_string() names: fine, coarse or extended_fine. Throws umem::error
+// (invalid_argument) naming the text and the accepted names for anything else.
+coherence parse_coherence(std::string_view text);
 const char* to_string(runtime_state);
 const char* to_string(iommu_mode);
 const char* to_string(pool_location);
