@@ -16,7 +16,7 @@
 
 #include "allocator/mi300a_double_fixture.hpp"
 #include "hsa_runtime/rocr_test_env.hpp"
-#include "umem/allocator/gpu_mapper_factory.hpp"
+#include "umem/allocator/gpu_backend.hpp"
 #include "umem/allocator/no_gpu_mapper.hpp"
 #include "umem/allocator/rocr_gpu_mapper.hpp"
 #include "umem/core/error.hpp"
@@ -198,7 +198,7 @@ TEST_F(GpuMapperDouble, ATopologyWithoutGpuBindingsIsRejected) {
   }
 }
 
-TEST_F(GpuMapperDouble, NoDriverGivesTheHostOnlyMapper) {
+TEST_F(GpuMapperDouble, NoDriverSelectsTheHostOnlyBackend) {
   // The double without a snapshot is a node without /dev/kfd: hsa_init returns OUT_OF_RESOURCES.
   scoped_env ver("UMEM_ROCR_DOUBLE_VERSION", "7.1");
   scoped_env snap("UMEM_ROCR_DOUBLE_SNAPSHOT", std::nullopt);
@@ -207,27 +207,17 @@ TEST_F(GpuMapperDouble, NoDriverGivesTheHostOnlyMapper) {
   umem::hsa::discover_rocr(topo, lib);
   ASSERT_EQ(topo.hsa.state, umem::runtime_state::no_driver);
   umem::test::double_reset(UMEM_ROCR_DOUBLE_PATH);
-  const auto mapper = make_gpu_mapper(topo, &lib);
+  const auto backend = select_gpu_backend(topo, gpu_backend_request::automatic, &lib, {});
+  EXPECT_EQ(topo.gpu_backend.name, "none");
+  const auto mapper = backend->make_mapper(topo);
   ASSERT_NE(dynamic_cast<const no_gpu_mapper*>(mapper.get()), nullptr);
   EXPECT_FALSE(mapper->gpu_accessible());
-  EXPECT_EQ(mapper->describe(), "no GPU runtime (no-driver: " + topo.hsa.state_reason +
-                                    "): host NUMA memory only");
+  EXPECT_NE(mapper->describe().find(topo.hsa.state_reason), std::string::npos)
+      << mapper->describe();
   const segment s = on_node(buffer_.get(), 0, coherence::fine);
   mapper->map(s);
   mapper->unmap(s);
   EXPECT_EQ(umem::test::double_call_log(UMEM_ROCR_DOUBLE_PATH), "");  // no runtime call at all
-}
-
-TEST_F(GpuMapperDouble, ImportedTopologiesAndAMissingLibraryGiveTheHostOnlyMapper) {
-  // A rocminfo import describes another machine; it never drives this one's runtime.
-  const auto imported = make_gpu_mapper(machine_, nullptr);
-  EXPECT_FALSE(imported->gpu_accessible());
-  EXPECT_EQ(imported->describe(),
-            "no GPU runtime (no ROCr library was given): host NUMA memory only");
-  const auto lib = rocr_library::load_from(std::vector<std::string>{UMEM_ROCR_DOUBLE_PATH});
-  const auto with_lib = make_gpu_mapper(machine_, &lib);
-  EXPECT_FALSE(with_lib->gpu_accessible());
-  EXPECT_EQ(with_lib->describe().find("no GPU runtime (imported"), 0u) << with_lib->describe();
 }
 
 }  // namespace

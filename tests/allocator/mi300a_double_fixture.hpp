@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "hsa_runtime/rocr_test_env.hpp"
-#include "umem/allocator/gpu_mapper_factory.hpp"
+#include "umem/allocator/rocr_gpu_mapper.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
 #include "umem/importers/numactl_importer.hpp"
@@ -86,7 +86,7 @@ class GpuMapperDouble : public ::testing::Test {
     ASSERT_EQ(topo_.gpu_numa.size(), 4u);
     for (std::size_t i = 0; i < 4; ++i) ASSERT_EQ(topo_.gpu_numa[i].numa_node, static_cast<int>(i));
     if (tweak) tweak(topo_);
-    mapper_ = make_gpu_mapper(topo_, &*lib_);
+    mapper_ = std::make_unique<rocr_gpu_mapper>(topo_, *lib_);
     umem::test::double_reset(path_);  // from here the log holds only the mapper's calls
   }
 

@@ -5,7 +5,6 @@
 #include "cuda_test_env.hpp"
 #include "umem/allocator/cuda_gpu_mapper.hpp"
 #include "umem/allocator/gpu_backend.hpp"
-#include "umem/allocator/gpu_mapper_factory.hpp"
 #include "umem/allocator/no_gpu_mapper.hpp"
 #include "umem/core/error.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
@@ -213,18 +212,18 @@ TEST(GpuBackendEvents, TheNoneBackendsEventsAreImmediate) {
   ev->synchronize();
 }
 
-TEST(GpuMapperFactory, FollowsTheSelectedBackend) {
+TEST(GpuBackendMapper, IsTheSelectedBackendsOwn) {
   test::cuda_double_machine served(test::h200_machine());
   scoped_env lib("UMEM_CUDA_DRIVER_LIB", UMEM_CUDA_DOUBLE_PATH);
   topology t = without_rocr();
   const auto b = select_gpu_backend(t, req::cuda, nullptr, test::cuda_double_candidates());
-  const auto m = make_gpu_mapper(t, nullptr);
+  const auto m = b->make_mapper(t);
   const auto* cuda = dynamic_cast<const cuda_gpu_mapper*>(m.get());
   ASSERT_NE(cuda, nullptr) << m->describe();
   EXPECT_TRUE(cuda->registers());
-  EXPECT_NE(dynamic_cast<const cuda_gpu_mapper*>(b->make_mapper(t).get()), nullptr);
-  t.gpu_backend = {"none", "UMEM_GPU_BACKEND=none"};
-  EXPECT_EQ(make_gpu_mapper(t, nullptr)->describe(),
+  topology n = without_rocr();
+  const auto none = select_gpu_backend(n, req::none, nullptr, test::cuda_double_candidates());
+  EXPECT_EQ(none->make_mapper(n)->describe(),
             "no GPU runtime (UMEM_GPU_BACKEND=none): host NUMA memory only");
 }
 

@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "umem/allocator/gpu_mapper_factory.hpp"
 #include "umem/allocator/rocr_gpu_mapper.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/fs_root.hpp"
@@ -81,7 +80,7 @@ class Mi300aHardware : public ::testing::Test {
     topo_.numa = umem::numa::load_hwloc_live();
     const umem::fs_root live;
     topo_.gpu_numa = umem::numa::map_gpus_to_numa(topo_, &live);
-    mapper_ = make_gpu_mapper(topo_, &*lib_);
+    mapper_ = std::make_unique<rocr_gpu_mapper>(topo_, *lib_);
     session_.emplace(*lib_);  // for this test's own calls: GPU pool, signals, copies
 
     std::vector<rocr_agent> agents;
