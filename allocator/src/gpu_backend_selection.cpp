@@ -65,7 +65,7 @@ gpu_backend_request parse_gpu_backend_request(const std::optional<std::string>& 
 }
 
 std::shared_ptr<const gpu_backend> select_gpu_backend(
-    topology& topo, gpu_backend_request request, const hsa::rocr_library* rocr,
+    topology& topo, gpu_backend_request request, std::shared_ptr<const hsa::rocr_library> rocr,
     std::span<const std::string> cuda_candidates) {
   const bool rocr_ok = rocr != nullptr && topo.hsa.state == runtime_state::available;
   const std::string rocr_text =
@@ -79,7 +79,7 @@ std::shared_ptr<const gpu_backend> select_gpu_backend(
       break;
     case gpu_backend_request::rocr:
       if (rocr_ok) {
-        chosen = make_rocr_backend(rocr->resolved_path(), "UMEM_GPU_BACKEND=rocr; " + rocr_text);
+        chosen = make_rocr_backend(std::move(rocr), "UMEM_GPU_BACKEND=rocr; " + rocr_text);
       } else {
         chosen = make_no_backend("UMEM_GPU_BACKEND=rocr, but " + rocr_text);
         log().warn("GPU backend: {}; host NUMA memory only", chosen->reason());
@@ -94,7 +94,7 @@ std::shared_ptr<const gpu_backend> select_gpu_backend(
       break;
     case gpu_backend_request::automatic:
       if (rocr_ok) {
-        chosen = make_rocr_backend(rocr->resolved_path(), rocr_text);
+        chosen = make_rocr_backend(std::move(rocr), rocr_text);
         break;
       }
       chosen = try_cuda(topo, cuda_candidates, rocr_text + "; ", why_not);
@@ -106,10 +106,10 @@ std::shared_ptr<const gpu_backend> select_gpu_backend(
   return chosen;
 }
 
-std::shared_ptr<const gpu_backend> select_gpu_backend(topology& topo,
-                                                      const hsa::rocr_library* rocr) {
+std::shared_ptr<const gpu_backend> select_gpu_backend(
+    topology& topo, std::shared_ptr<const hsa::rocr_library> rocr) {
   const auto request = parse_gpu_backend_request(env_value("UMEM_GPU_BACKEND"));
-  return select_gpu_backend(topo, request, rocr, cuda::cuda_driver::default_candidates());
+  return select_gpu_backend(topo, request, std::move(rocr), cuda::cuda_driver::default_candidates());
 }
 
 }  // namespace umem::alloc

@@ -30,7 +30,7 @@ live_machine discover_live_machine() {
   const fs_root root("/");
   t.hostname = this_hostname();
   try {
-    m.rocr.emplace(hsa::rocr_library::load());
+    m.rocr = std::make_shared<const hsa::rocr_library>(hsa::rocr_library::load());
   } catch (const error& e) {
     log().debug("no ROCr library: {}", e.what());
   }
@@ -40,7 +40,7 @@ live_machine discover_live_machine() {
   else
     hsa::discover_rocr(t);
   // After ROCr's verdict, which decides it; a CUDA backend adds its GPUs here.
-  m.backend = select_gpu_backend(t, m.rocr ? &*m.rocr : nullptr);
+  m.backend = select_gpu_backend(t, m.rocr);
   t.kfd_nodes = hsa::read_kfd_topology(root);
   if (!t.kfd_nodes.empty()) t.sources.push_back("kfd-sysfs:/");
   t.knobs = hsa::read_kernel_knobs(root);

@@ -93,14 +93,13 @@ class rocr_gpu_backend final : public gpu_backend {
 
 }  // namespace
 
-std::shared_ptr<const gpu_backend> make_rocr_backend(const std::string& rocr_path,
-                                                     std::string reason) {
-  const std::string candidates[] = {rocr_path};
-  auto lib = std::make_shared<const hsa::rocr_library>(hsa::rocr_library::load_from(candidates));
+std::shared_ptr<const gpu_backend> make_rocr_backend(
+    std::shared_ptr<const hsa::rocr_library> rocr, std::string reason) {
+  if (!rocr) throw_error(errc::invalid_argument, "make_rocr_backend: no ROCr library given");
   std::string events;
   auto hip = loaded_hip(events);
-  return std::make_shared<rocr_gpu_backend>(std::move(lib), std::move(hip), std::move(events),
-                                            reason);
+  return std::make_shared<rocr_gpu_backend>(std::move(rocr), std::move(hip), std::move(events),
+                                            std::move(reason));
 }
 
 }  // namespace umem::alloc

@@ -202,12 +202,13 @@ TEST_F(GpuMapperDouble, NoDriverSelectsTheHostOnlyBackend) {
   // The double without a snapshot is a node without /dev/kfd: hsa_init returns OUT_OF_RESOURCES.
   scoped_env ver("UMEM_ROCR_DOUBLE_VERSION", "7.1");
   scoped_env snap("UMEM_ROCR_DOUBLE_SNAPSHOT", std::nullopt);
-  const auto lib = rocr_library::load_from(std::vector<std::string>{UMEM_ROCR_DOUBLE_PATH});
+  const auto lib = std::make_shared<const rocr_library>(
+      rocr_library::load_from(std::vector<std::string>{UMEM_ROCR_DOUBLE_PATH}));
   umem::topology topo;
-  umem::hsa::discover_rocr(topo, lib);
+  umem::hsa::discover_rocr(topo, *lib);
   ASSERT_EQ(topo.hsa.state, umem::runtime_state::no_driver);
   umem::test::double_reset(UMEM_ROCR_DOUBLE_PATH);
-  const auto backend = select_gpu_backend(topo, gpu_backend_request::automatic, &lib, {});
+  const auto backend = select_gpu_backend(topo, gpu_backend_request::automatic, lib, {});
   EXPECT_EQ(topo.gpu_backend.name, "none");
   const auto mapper = backend->make_mapper(topo);
   ASSERT_NE(dynamic_cast<const no_gpu_mapper*>(mapper.get()), nullptr);

@@ -4,6 +4,7 @@
 // them; a stream is busy from umem_hip_double_pending until umem_hip_double_complete.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "hip_runtime/hip_test_env.hpp"
 #include "hsa_runtime/rocr_test_env.hpp"
 #include "umem/allocator/gpu_backend.hpp"
+#include "umem/allocator/live_machine.hpp"
 #include "umem/core/error.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
@@ -34,7 +36,8 @@ class RocrStreamEvents : public ::testing::Test {
     snap_.emplace("UMEM_ROCR_DOUBLE_SNAPSHOT",
                   umem::test::write_snapshot(dir_, umem::test::import_capture(rocminfo)).string());
     ver_.emplace("UMEM_ROCR_DOUBLE_VERSION", "7.1");
-    lib_.emplace(umem::hsa::rocr_library::load_from(std::vector<std::string>{UMEM_ROCR_DOUBLE_PATH}));
+    lib_ = std::make_shared<const umem::hsa::rocr_library>(
+        umem::hsa::rocr_library::load_from(std::vector<std::string>{UMEM_ROCR_DOUBLE_PATH}));
     umem::hsa::discover_rocr(topo_, *lib_);
     ASSERT_EQ(topo_.hsa.state, umem::runtime_state::available) << topo_.hsa.state_reason;
   }
@@ -43,7 +46,7 @@ class RocrStreamEvents : public ::testing::Test {
   std::shared_ptr<const umem::alloc::gpu_backend> backend(const char* hip) {
     const scoped_env lib("UMEM_HIP_RUNTIME_LIB", hip);
     auto b = umem::alloc::select_gpu_backend(topo_, umem::alloc::gpu_backend_request::automatic,
-                                             &*lib_, std::vector<std::string>{});
+                                             lib_, std::vector<std::string>{});
     EXPECT_STREQ(b->name(), "rocr");
     return b;
   }
@@ -58,10 +61,19 @@ class RocrStreamEvents : public ::testing::Test {
 
   umem::test::temp_dir dir_;
   std::optional<scoped_env> snap_, ver_;
-  std::optional<umem::hsa::rocr_library> lib_;
+  std::shared_ptr<const umem::hsa::rocr_library> lib_;
   umem::topology topo_;
   std::optional<mapped_hip_double> hip_;  // declared last: unmapped after the backend is gone
 };
+
+TEST_F(RocrStreamEvents, TheLiveMachineLoadsRocrOnceAndItsBackendKeepsThatLoad) {
+  const scoped_env lib("UMEM_HSA_RUNTIME_LIB", UMEM_ROCR_DOUBLE_PATH);
+  const scoped_env request("UMEM_GPU_BACKEND", "rocr");
+  const umem::alloc::live_machine m = umem::alloc::discover_live_machine();
+  ASSERT_STREQ(m.backend->name(), "rocr") << m.topo.gpu_backend.reason;
+  ASSERT_NE(m.rocr, nullptr);
+  EXPECT_GT(m.rocr.use_count(), 1);  // the backend holds the machine's library, not a second one
+}
 
 TEST_F(RocrStreamEvents, WithoutHipThereAreNoneAndTheReasonSaysWhy) {
   if (umem::test::is_mapped(UMEM_HIP_DOUBLE_PATH)) GTEST_SKIP() << "the HIP double is mapped";

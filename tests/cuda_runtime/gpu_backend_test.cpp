@@ -133,7 +133,8 @@ class WithRocr : public ::testing::Test {
     snap_.emplace("UMEM_ROCR_DOUBLE_SNAPSHOT", snapshot_.string());
     ver_.emplace("UMEM_ROCR_DOUBLE_VERSION", "7.1");
     test::double_reset(UMEM_ROCR_DOUBLE_PATH);
-    lib_.emplace(hsa::rocr_library::load_from(std::vector<std::string>{UMEM_ROCR_DOUBLE_PATH}));
+    lib_ = std::make_shared<const hsa::rocr_library>(
+        hsa::rocr_library::load_from(std::vector<std::string>{UMEM_ROCR_DOUBLE_PATH}));
     hsa::discover_rocr(topo_, *lib_);
     ASSERT_EQ(topo_.hsa.state, runtime_state::available) << topo_.hsa.state_reason;
   }
@@ -142,14 +143,14 @@ class WithRocr : public ::testing::Test {
   test::temp_dir dir_;
   std::filesystem::path snapshot_;
   std::optional<scoped_env> snap_, ver_;
-  std::optional<hsa::rocr_library> lib_;
+  std::shared_ptr<const hsa::rocr_library> lib_;
   topology topo_;
 };
 
 TEST_F(WithRocr, AutoPrefersRocrAndNeverLoadsCuda) {
   test::cuda_double_machine served(test::h200_machine());
   const std::size_t gpus = topo_.gpus().size();
-  const auto b = select_gpu_backend(topo_, req::automatic, &*lib_, test::cuda_double_candidates());
+  const auto b = select_gpu_backend(topo_, req::automatic, lib_, test::cuda_double_candidates());
   EXPECT_STREQ(b->name(), "rocr");
   EXPECT_TRUE(contains(b->reason(), "the ROCm runtime ")) << b->reason();
   EXPECT_TRUE(contains(b->reason(), " is available")) << b->reason();
@@ -173,7 +174,7 @@ TEST_F(WithRocr, ForcedCudaAddsTheNvidiaGpusAfterTheAmdAgents) {
   test::cuda_double_machine served(test::h200_machine());
   std::uint32_t highest = 0;
   for (const auto& a : topo_.agents) highest = std::max(highest, a.kfd_node);
-  const auto b = select_gpu_backend(topo_, req::cuda, &*lib_, test::cuda_double_candidates());
+  const auto b = select_gpu_backend(topo_, req::cuda, lib_, test::cuda_double_candidates());
   EXPECT_STREQ(b->name(), "cuda");
   ASSERT_TRUE(topo_.agents.back().cuda.has_value());
   EXPECT_EQ(topo_.agents.back().kfd_node, highest + 1);

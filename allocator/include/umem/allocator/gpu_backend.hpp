@@ -83,24 +83,25 @@ enum class gpu_backend_request { automatic, rocr, cuda, none };
 gpu_backend_request parse_gpu_backend_request(const std::optional<std::string>& text);
 
 // Chooses the backend (Note [Backend selection]) for `topo`, which must already hold ROCr's
-// verdict (topo.hsa, from discover_rocr through `rocr`; `rocr` null when none loaded). Lets the
+// verdict (topo.hsa, from discover_rocr through `rocr`; `rocr` null when none loaded). A ROCr
+// backend keeps `rocr` itself: the runtime is loaded once per process. Lets the
 // chosen backend discover into `topo` and records the choice in topo.gpu_backend. CUDA is loaded
 // from `cuda_candidates` (cuda_driver::load_from). Never throws for missing runtimes.
-std::shared_ptr<const gpu_backend> select_gpu_backend(topology& topo, gpu_backend_request request,
-                                                      const hsa::rocr_library* rocr,
-                                                      std::span<const std::string> cuda_candidates);
+std::shared_ptr<const gpu_backend> select_gpu_backend(
+    topology& topo, gpu_backend_request request, std::shared_ptr<const hsa::rocr_library> rocr,
+    std::span<const std::string> cuda_candidates);
 // The same with UMEM_GPU_BACKEND and cuda_driver::default_candidates(). Throws
 // umem::error(invalid_argument) for a bad UMEM_GPU_BACKEND.
-std::shared_ptr<const gpu_backend> select_gpu_backend(topology& topo,
-                                                      const hsa::rocr_library* rocr);
+std::shared_ptr<const gpu_backend> select_gpu_backend(
+    topology& topo, std::shared_ptr<const hsa::rocr_library> rocr);
 
 // The backends themselves (selection uses these; tests may build one directly).
-// ROCr on a library loaded from `rocr_path` (kept loaded by the backend and its mappers), with
+// ROCr on the loaded library `rocr` (kept loaded by the backend and its mappers), with
 // stream events when the HIP runtime is already loaded in the process (hip_runtime.hpp:
 // UMEM_HIP_RUNTIME_LIB, else libamdhip64's sonames; never loaded by umem). `reason` gets
 // "; stream events: HIP <path>" or "; no stream events: <why>" appended.
-std::shared_ptr<const gpu_backend> make_rocr_backend(const std::string& rocr_path,
-                                                     std::string reason);
+std::shared_ptr<const gpu_backend> make_rocr_backend(
+    std::shared_ptr<const hsa::rocr_library> rocr, std::string reason);
 // CUDA on an initialised-or-not driver (discover() runs cuInit).
 std::shared_ptr<const gpu_backend> make_cuda_backend(std::shared_ptr<const cuda::cuda_driver> drv,
                                                      std::string reason);

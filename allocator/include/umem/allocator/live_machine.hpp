@@ -5,7 +5,6 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 
 #include "umem/allocator/gpu_backend.hpp"
 #include "umem/core/topology.hpp"
@@ -15,9 +14,9 @@ namespace umem::alloc {
 
 struct live_machine {
   topology topo;
-  // The loaded runtime, kept so GPU mappings can use the same library; nullopt when none loads
-  // (topo.hsa says why).
-  std::optional<hsa::rocr_library> rocr;
+  // The loaded runtime (the process's one load of it, shared with a ROCr backend); null when
+  // none loads (topo.hsa says why).
+  std::shared_ptr<const hsa::rocr_library> rocr;
   // The selected backend (never null); topo.gpu_backend says which and why.
   std::shared_ptr<const gpu_backend> backend;
 };
