@@ -19,7 +19,6 @@
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"
-#include "umem/hsa_runtime/rocr_library.hpp"
 
 namespace umem::alloc {
 namespace {
@@ -91,8 +90,7 @@ struct allocator::impl {
   alloc_options options;
   topology topo;
   // Declaration order is destruction order reversed: pools go first (returning segments through
-  // the sources), then the sources, the mapper, and last the runtime library the mapper uses.
-  std::unique_ptr<hsa::rocr_library> rocr;
+  // the sources), then the sources and last the mapper (which keeps its runtime loaded).
   std::unique_ptr<gpu_mapper> mapper;
   std::unique_ptr<upstream_source> host;
   std::unique_ptr<gpu_visible_source> visible;
@@ -260,26 +258,24 @@ allocator::allocator(const alloc_options& options, live_machine m)
   device_source_factory device_sources = [backend = m.backend, state = impl_.get()](int device) {
     return backend->make_device_memory_source(state->topo, device);
   };
-  assemble(options, std::move(m.topo), std::move(host), std::move(mapper), nullptr,
+  assemble(options, std::move(m.topo), std::move(host), std::move(mapper),
            std::move(device_sources));
 }
 
 allocator::allocator(const alloc_options& options, topology topo,
                      std::unique_ptr<upstream_source> host, std::unique_ptr<gpu_mapper> mapper,
-                     std::unique_ptr<hsa::rocr_library> rocr, device_source_factory device_sources)
+                     device_source_factory device_sources)
     : impl_(std::make_unique<impl>()) {
-  assemble(options, std::move(topo), std::move(host), std::move(mapper), std::move(rocr),
+  assemble(options, std::move(topo), std::move(host), std::move(mapper),
            std::move(device_sources));
 }
 
 void allocator::assemble(const alloc_options& options, topology topo,
                          std::unique_ptr<upstream_source> host, std::unique_ptr<gpu_mapper> mapper,
-                         std::unique_ptr<hsa::rocr_library> rocr,
                          device_source_factory device_sources) {
   if (!host || !mapper) throw_error(errc::invalid_argument, "allocator needs a source and a mapper");
   impl_->options = options;
   impl_->topo = std::move(topo);
-  impl_->rocr = std::move(rocr);
   impl_->mapper = std::move(mapper);
   impl_->host = std::move(host);
   impl_->device_sources = std::move(device_sources);

@@ -64,7 +64,7 @@ struct two_gpu_allocator {
     host = up.get();
     a = std::make_unique<allocator>(
         parse_alloc_conf(conf), t, std::move(up), std::make_unique<no_gpu_mapper>("test: no GPU"),
-        nullptr, [this, capacity](int device) -> std::unique_ptr<device_memory_source> {
+        [this, capacity](int device) -> std::unique_ptr<device_memory_source> {
           ++factory_calls[device];
           if (device != 0) return nullptr;
           auto d = std::make_unique<fake_device_source>(capacity);

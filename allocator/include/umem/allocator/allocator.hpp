@@ -44,7 +44,6 @@
 #include "umem/allocator/residency.hpp"
 #include "umem/allocator/segment.hpp"
 #include "umem/core/topology.hpp"
-#include "umem/hsa_runtime/rocr_library.hpp"
 
 namespace umem::alloc {
 
@@ -84,13 +83,11 @@ class allocator {
   // m.backend->make_device_memory_source, so the backend is the only way to the GPU runtime (it
   // is kept alive as long as the allocator). Throws what make_mapper throws.
   allocator(const alloc_options& options, live_machine m);
-  // Explicit parts (tests, replays). `host` is the bottom source. `rocr` may be null; when set it
-  // must be the library `mapper` uses, and it is kept alive as long as the mapper. Without
+  // Explicit parts (tests, replays). `host` is the bottom source; `mapper` must keep whatever
+  // runtime it uses loaded as long as it lives (a backend's mappers do). Without
   // `device_sources` every `device:D` placement is host memory.
   allocator(const alloc_options& options, topology topo, std::unique_ptr<upstream_source> host,
-            std::unique_ptr<gpu_mapper> mapper,
-            std::unique_ptr<hsa::rocr_library> rocr = nullptr,
-            device_source_factory device_sources = {});
+            std::unique_ptr<gpu_mapper> mapper, device_source_factory device_sources = {});
   ~allocator();
   allocator(const allocator&) = delete;
   allocator& operator=(const allocator&) = delete;
@@ -139,8 +136,7 @@ class allocator {
 
  private:
   void assemble(const alloc_options& options, topology topo, std::unique_ptr<upstream_source> host,
-                std::unique_ptr<gpu_mapper> mapper, std::unique_ptr<hsa::rocr_library> rocr,
-                device_source_factory device_sources);
+                std::unique_ptr<gpu_mapper> mapper, device_source_factory device_sources);
   // allocate() once the pool is chosen: the cache-trimming retry and the spill policy.
   void* allocate_from(caching_pool& home, const resolved_placement& resolved,
                       coherence kind, std::size_t bytes);
