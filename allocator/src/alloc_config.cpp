@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "umem/allocator/placement_resolver.hpp"
+#include "umem/core/detail/text.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/options.hpp"
 
@@ -27,11 +28,7 @@ constexpr std::string_view kNodeLimitKey = "limit.node";
   fail(std::string(key) + ": '" + std::string(value) + "' is " + std::string(expected));
 }
 
-std::string_view trim(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\n\r");
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(" \t\n\r") - first + 1);
-}
+using umem::detail::trim;
 
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {

@@ -19,6 +19,7 @@
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"
+#include "umem/core/detail/text.hpp"
 
 namespace umem::alloc {
 namespace {
@@ -41,11 +42,7 @@ std::string pool_name(const node_binding& b, coherence kind) {
 
 std::string device_pool_name(int device) { return "device" + std::to_string(device); }
 
-std::string hex(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%" PRIxPTR, reinterpret_cast<std::uintptr_t>(p));
-  return buf;
-}
+using umem::detail::hex;
 
 byte_limits to_byte_limits(const resolved_limits& r) {
   byte_limits b;

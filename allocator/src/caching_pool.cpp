@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"
 
@@ -21,15 +22,6 @@ std::int64_t signed_size(std::size_t n) { return static_cast<std::int64_t>(n); }
 std::uintptr_t address_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 const void* pointer_of(std::uintptr_t a) { return reinterpret_cast<const void*>(a); }
-
-const char* bind_mode_name(bind_mode m) {
-  switch (m) {
-    case bind_mode::bind: return "bind";
-    case bind_mode::preferred: return "preferred";
-    case bind_mode::interleave: return "interleave";
-  }
-  return "unknown";
-}
 
 const pool_config& validated(const pool_config& c) {
   auto bad = [](const std::string& what) {
@@ -93,7 +85,7 @@ std::string caching_pool::describe() const {
   s << (binding_.nodes.size() == 1 ? "node " : "nodes ");
   for (std::size_t i = 0; i < binding_.nodes.size(); ++i) s << (i ? "," : "") << binding_.nodes[i];
   if (binding_.nodes.empty()) s << "(none)";
-  s << " (" << bind_mode_name(binding_.mode) << "), " << to_string(kind_);
+  s << " (" << to_string(binding_.mode) << "), " << to_string(kind_);
   return s.str();
 }
 

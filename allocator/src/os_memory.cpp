@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "umem/core/error.hpp"
+#include "umem/core/detail/text.hpp"
 
 namespace umem::alloc::os {
 namespace {
@@ -38,17 +39,7 @@ errc errc_of(int err) {
   throw_errno(errc_of(err), call + " failed", err);
 }
 
-std::string hex(const void* p) {
-  std::ostringstream s;
-  s << "0x" << std::hex << reinterpret_cast<std::uintptr_t>(p);
-  return s.str();
-}
-
-std::string join(const std::vector<int>& v) {
-  std::string s;
-  for (int n : v) s += (s.empty() ? "" : ",") + std::to_string(n);
-  return s;
-}
+using umem::detail::hex;
 
 int mpol_of(bind_mode m) {
   switch (m) {
@@ -162,7 +153,7 @@ void bind(void* p, std::size_t bytes, const node_binding& b, unsigned flags) {
   // The kernel reads maxnode - 1 bits (a historical off-by-one every caller follows).
   if (::mbind(p, bytes, mpol_of(b.mode), mask.data(), longs * bits_per_long + 1, flags) != 0)
     fail("mbind(addr=" + hex(p) + ", len=" + std::to_string(bytes) +
-             ", mode=" + policy_name(mpol_of(b.mode)) + ", nodes={" + join(b.nodes) +
+             ", mode=" + policy_name(mpol_of(b.mode)) + ", nodes={" + umem::detail::join(b.nodes, ",") +
              "}, flags=" + mf_flags_name(flags) + ")",
          errno);
 }

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "umem/allocator/os_memory.hpp"
+#include "umem/core/detail/text.hpp"
 #include "umem/core/error.hpp"
 
 namespace umem::alloc {
@@ -211,18 +212,7 @@ std::string to_string(const placement& p) {
 }
 
 std::string format_node_set(const std::vector<int>& nodes) {
-  std::vector<int> sorted = nodes;
-  std::sort(sorted.begin(), sorted.end());
-  std::string out;
-  for (std::size_t i = 0; i < sorted.size();) {
-    std::size_t j = i;
-    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(sorted[i]);
-    if (j > i) out += "-" + std::to_string(sorted[j]);
-    i = j + 1;
-  }
-  return out;
+  return umem::detail::format_id_ranges(nodes);
 }
 
 spill_policy parse_spill_policy(std::string_view text) {

@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "umem/allocator/placement_resolver.hpp"
+#include "umem/core/detail/text.hpp"
+
 namespace umem::alloc {
 
 namespace {
@@ -23,20 +26,7 @@ void for_each_gauge(F&& f) {
       f(static_cast<metric>(m), static_cast<size_class>(c));
 }
 
-const char* bind_mode_name(bind_mode m) {
-  switch (m) {
-    case bind_mode::bind: return "bind";
-    case bind_mode::preferred: return "preferred";
-    case bind_mode::interleave: return "interleave";
-  }
-  return "unknown";
-}
-
-std::string hex(std::uintptr_t v) {
-  char buf[2 + 2 * sizeof v + 1];
-  std::snprintf(buf, sizeof buf, "0x%jx", static_cast<std::uintmax_t>(v));
-  return buf;
-}
+using umem::detail::hex;
 
 }  // namespace
 
@@ -147,7 +137,7 @@ std::string to_json(const pool_snapshot& s) {
     segments.push_back({{"address", hex(seg.base)},
                         {"size", seg.size},
                         {"binding",
-                         {{"mode", bind_mode_name(seg.binding.mode)},
+                         {{"mode", to_string(seg.binding.mode)},
                           {"nodes", seg.binding.nodes}}},
                         {"coherence", to_string(seg.kind)},
                         {"huge_pages", seg.huge_pages},

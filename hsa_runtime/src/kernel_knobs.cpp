@@ -10,17 +10,14 @@
 
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"
+#include "umem/core/detail/text.hpp"
 
 namespace umem::hsa {
 namespace {
 
 constexpr std::string_view blanks = " \t\r\n";
 
-std::string_view trim(std::string_view s) {
-  const auto first = s.find_first_not_of(blanks);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(blanks) - first + 1);
-}
+using umem::detail::trim;
 
 std::vector<std::string_view> split(std::string_view s, std::string_view separators) {
   std::vector<std::string_view> parts;
@@ -143,18 +140,13 @@ cmdline_iommu read_cmdline_iommu(const fs_root& root) {
   return c;
 }
 
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 void decide_iommu(const fs_root& root, kernel_knobs& k) {
   const std::vector<std::string> units = root.list("/sys/class/iommu");
   const cmdline_iommu cmd = read_cmdline_iommu(root);
   const bool cmd_pt = cmd.passthrough.value_or(false);
   if (!units.empty()) {
-    const std::string registered = "IOMMU units " + join(units) + " are registered in /sys/class/iommu";
+    const std::string registered = "IOMMU units " + umem::detail::join(units, ", ") + " are registered in /sys/class/iommu";
     std::size_t identity = 0;
     for (const std::string& group : root.list("/sys/kernel/iommu_groups")) {
       const auto type = root.read_line("/sys/kernel/iommu_groups/" + group + "/type");

@@ -8,14 +8,6 @@
 namespace umem::hsa {
 namespace detail {
 
-constexpr std::string_view blanks = " \t\r";
-
-std::string_view trim(std::string_view s) {
-  const auto first = s.find_first_not_of(blanks);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(blanks) - first + 1);
-}
-
 namespace {
 
 bool is_key(std::string_view s) {

@@ -11,6 +11,8 @@
 #include <system_error>
 #include <vector>
 
+#include "umem/core/detail/text.hpp"
+
 namespace umem::hsa::detail {
 
 struct numbered_line {
@@ -18,8 +20,7 @@ struct numbered_line {
   std::string_view text;   // trimmed
 };
 
-// Without surrounding blanks (spaces, tabs, CR).
-std::string_view trim(std::string_view s);
+using umem::detail::trim;  // without surrounding white space
 std::vector<numbered_line> split_lines(std::string_view text);
 bool all_digits(std::string_view s);
 

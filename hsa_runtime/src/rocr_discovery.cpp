@@ -11,6 +11,7 @@
 #include "umem/core/error.hpp"
 #include "umem/core/fs_root.hpp"
 #include "umem/core/detail/log.hpp"
+#include "umem/core/detail/text.hpp"
 #include "umem/hsa_runtime/rocr_compat.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
 
@@ -19,11 +20,7 @@ namespace {
 
 namespace rc = rocr_compat;
 
-std::string hex(std::uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%x", v);
-  return buf;
-}
+using umem::detail::hex;
 
 // Queries through one loaded runtime. get_* throw for any failure; probe_* return nullopt when
 // the runtime does not know the attribute (INVALID_ARGUMENT) and throw for other failures.

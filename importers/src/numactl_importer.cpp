@@ -199,8 +199,8 @@ class numactl_parser {
       columns.push_back(static_cast<int>(*id));
     }
     if (columns != node_ids())
-      fail(l, "the distance header names nodes " + quote(join(columns)) +
-                  " but the 'available:' line lists " + quote(join(node_ids())));
+      fail(l, "the distance header names nodes " + quote(umem::detail::join(columns, " ")) +
+                  " but the 'available:' line lists " + quote(umem::detail::join(node_ids(), " ")));
     stage_ = stage::distance_rows;
   }
 
@@ -263,12 +263,6 @@ class numactl_parser {
     std::vector<int> ids;
     for (const auto& entry : nodes_) ids.push_back(entry.first);
     return ids;
-  }
-
-  static std::string join(const std::vector<int>& ids) {
-    std::string s;
-    for (int id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
-    return s;
   }
 
   void unrecognized(const text_line& l, std::string message) {

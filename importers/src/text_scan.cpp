@@ -26,16 +26,6 @@ bool is_space(char c) {
 }
 }  // namespace
 
-std::string_view trim_right(std::string_view s) {
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  return trim_right(s);
-}
-
 std::size_t indent_of(std::string_view s) {
   std::size_t n = 0;
   while (n < s.size() && s[n] == ' ') ++n;

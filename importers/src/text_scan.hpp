@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "umem/core/detail/text.hpp"
+
 namespace umem::importers::detail {
 
 struct text_line {
@@ -16,8 +18,8 @@ struct text_line {
 
 std::vector<text_line> split_lines(std::string_view text);
 
-std::string_view trim(std::string_view s);
-std::string_view trim_right(std::string_view s);
+using umem::detail::trim;  // white space as in umem/core/detail/text.hpp
+using umem::detail::trim_right;
 // Number of leading ' ' characters.
 std::size_t indent_of(std::string_view s);
 bool is_blank(std::string_view s);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "umem/core/detail/log.hpp"
+#include "umem/core/detail/text.hpp"
 
 namespace umem::numa {
 namespace {
@@ -24,18 +25,6 @@ struct attempt {
 attempt decided(int node, std::string evidence) { return {node, std::move(evidence)}; }
 attempt failed(std::string reason) { return {std::nullopt, std::move(reason)}; }
 
-std::string list_text(const std::vector<unsigned>& cpus) {
-  std::string out;
-  for (std::size_t i = 0; i < cpus.size();) {
-    std::size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(cpus[i]);
-    if (j > i) out += '-' + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
-}
 
 // KFD CPU node -> NUMA node (see the header): the i-th NUMA node that has CPUs.
 attempt kfd_cpu_to_numa(const topology& topo, std::uint32_t kfd_cpu) {
@@ -155,18 +144,14 @@ attempt by_pci_sysfs(const topology& topo, const agent& gpu, const fs_root* root
     for (const auto& n : topo.numa.nodes)
       if (n.cpus == *cpus)
         return decided(n.os_index, root->resolve(dir + "/local_cpus").string() + " (" +
-                                       list_text(*cpus) + ") is exactly NUMA node " +
+                                       umem::detail::format_id_ranges(*cpus) + ") is exactly NUMA node " +
                                        std::to_string(n.os_index) + "'s CPUs");
   return failed(root->resolve(dir).string() + " gives no affinity (numa_node " +
                 numa_text.value_or("absent") + ", local_cpus " + cpus_text.value_or("absent") +
                 " matching no single NUMA node)");
 }
 
-std::string hex(std::uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%x", v);
-  return buf;
-}
+using umem::detail::hex;
 
 bool is_apu(const agent& a) { return a.is_apu.value_or(false) || a.chip_id == mi300a_chip_id; }
 

@@ -5,17 +5,6 @@
 namespace umem::umtopo {
 namespace {
 
-TEST(Format, CpuListCompressesRuns) {
-  // numactl capture, "node 0 cpus: 0 1 ... 23 96 ... 119".
-  std::vector<unsigned> cpus;
-  for (unsigned c = 0; c <= 23; ++c) cpus.push_back(c);
-  for (unsigned c = 96; c <= 119; ++c) cpus.push_back(c);
-  EXPECT_EQ(format_cpu_list(cpus), "0-23,96-119");
-  EXPECT_EQ(format_cpu_list({5}), "5");
-  EXPECT_EQ(format_cpu_list({1, 3, 4, 7}), "1,3-4,7");
-  EXPECT_EQ(format_cpu_list({}), "");
-}
-
 TEST(Format, GibHasOneDecimal) {
   EXPECT_EQ(format_gib(128193ull << 20), "125.2 GiB");  // numactl "node 0 size: 128193 MB"
   EXPECT_EQ(format_gib(98647808ull << 10), "94.1 GiB");  // rocminfo GPU pool "98647808(0x5e13f00) KB"

@@ -5,6 +5,7 @@
 
 #include "report.hpp"
 #include "umem/core/apu_view.hpp"
+#include "umem/core/detail/text.hpp"
 
 namespace umem::umtopo {
 
@@ -20,11 +21,7 @@ finding ok(const char* id, const std::string& what, std::string evidence) {
   return {id, severity::info, "ok: " + what, std::move(evidence), {}};
 }
 
-std::string join(const std::vector<std::string>& parts, const char* sep) {
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
-  return out;
-}
+using umem::detail::join;
 
 std::string noretry_evidence(const kernel_knobs& k) {
   if (!k.amdgpu_noretry) return {};

@@ -5,6 +5,7 @@
 
 #include "umem/allocator/gpu_memory_kind.hpp"
 #include "umem/core/apu_view.hpp"
+#include "umem/core/detail/text.hpp"
 
 namespace umem::umtopo {
 
@@ -127,7 +128,7 @@ void render_socket(std::ostringstream& out, const apu_socket& s) {
     out << "Socket on NUMA node " << s.numa_node << "\n";
 
   if (s.numa != nullptr)
-    out << "  CPUs:   " << (s.numa->cpus.empty() ? std::string("none") : format_cpu_list(s.numa->cpus)) << " ("
+    out << "  CPUs:   " << (s.numa->cpus.empty() ? std::string("none") : umem::detail::format_id_ranges(s.numa->cpus)) << " ("
         << s.numa->cpus.size() << " CPUs)\n";
   else if (s.numa_node >= 0)
     out << "  CPUs:   unknown (no NUMA data for this node)\n";
@@ -278,19 +279,6 @@ std::string format_exact_bytes(std::uint64_t bytes) {
     ++u;
   }
   return std::to_string(bytes) + " " + units[u];
-}
-
-std::string format_cpu_list(const std::vector<unsigned>& cpus) {
-  std::string out;
-  for (std::size_t i = 0; i < cpus.size();) {
-    std::size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(cpus[i]);
-    if (j > i) out += "-" + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
 }
 
 std::string render_report(const topology& topo) {

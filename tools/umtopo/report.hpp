@@ -17,7 +17,5 @@ std::string render_report(const topology& topo);
 std::string format_gib(std::uint64_t bytes);
 // "4 KiB", "2 MiB", "64 KiB": the largest binary unit that divides `bytes` exactly ("0 B" for 0).
 std::string format_exact_bytes(std::uint64_t bytes);
-// "0-23,96-119": ascending CPU indices as compressed ranges; "" for none.
-std::string format_cpu_list(const std::vector<unsigned>& cpus);
 
 }  // namespace umem::umtopo

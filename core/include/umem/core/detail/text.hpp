@@ -1,0 +1,39 @@
+// Text helpers shared by umem's layers (internal: not installed).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace umem::detail {
+
+// Without leading and trailing white space (space, tab, CR, LF, FF, VT).
+std::string_view trim(std::string_view s);
+// Without trailing white space.
+std::string_view trim_right(std::string_view s);
+// "0x" and lower-case hexadecimal digits: "0x1f".
+std::string hex(std::uintmax_t v);
+std::string hex(const void* p);
+// The parts with `sep` between them.
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+std::string join(const std::vector<int>& values, std::string_view sep);
+
+// Ids as ranges, "0-3,5,7-8": sorted, runs of consecutive ids collapsed (NUMA nodes, CPUs).
+template <class T>
+std::string format_id_ranges(std::vector<T> ids) {
+  std::sort(ids.begin(), ids.end());
+  std::string out;
+  for (std::size_t i = 0; i < ids.size();) {
+    std::size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(ids[i]);
+    if (j > i) out += "-" + std::to_string(ids[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace umem::detail
