@@ -132,18 +132,36 @@ TEST(Snapshot, FullModelRoundTripsExactly) {
   EXPECT_FALSE(back.numa.nodes[1].memory_free_bytes.has_value());
 }
 
-// Snapshots written before the CUDA backend have no agents[].cuda, cuda or gpu_backend keys.
-TEST(Snapshot, KeysAddedForCudaMayBeAbsent) {
+// Version 1 snapshots (before the CUDA backend) may lack agents[].cuda, cuda and gpu_backend.
+TEST(Snapshot, AVersion1SnapshotWithoutTheCudaKeysLoads) {
   topology t = full_model();
   nlohmann::json j = nlohmann::json::parse(snapshot_to_json(t));
+  EXPECT_EQ(j["schema_version"], 2);
+  j["schema_version"] = 1;
   j.erase("cuda");
   j.erase("gpu_backend");
   for (auto& a : j["agents"]) a.erase("cuda");
   const topology back = snapshot_from_json(j.dump());
+  EXPECT_EQ(back.schema_version, topology_schema_version);  // read as the current version
   EXPECT_EQ(back.cuda, cuda_system_info{});
   EXPECT_EQ(back.gpu_backend, gpu_backend_info{});
   EXPECT_FALSE(back.agents[1].cuda.has_value());
   EXPECT_EQ(back.agents[1].marketing_name, "NVIDIA H200");
+}
+
+// The version that added a key requires it.
+TEST(Snapshot, AVersion2SnapshotMustCarryTheCudaKeys) {
+  nlohmann::json j = nlohmann::json::parse(snapshot_to_json(full_model()));
+  j.erase("gpu_backend");
+  try {
+    (void)snapshot_from_json(j.dump());
+    FAIL() << "a version 2 snapshot without gpu_backend loaded";
+  } catch (const umem::error& e) {
+    EXPECT_NE(std::string(e.what()).find("$.gpu_backend: missing"), std::string::npos) << e.what();
+  }
+  j = nlohmann::json::parse(snapshot_to_json(full_model()));
+  j["agents"][1].erase("cuda");
+  EXPECT_THROW((void)snapshot_from_json(j.dump()), umem::error);
 }
 
 TEST(Snapshot, CudaKeysAreStrictWhenPresent) {
@@ -194,8 +212,10 @@ TEST(Snapshot, RejectsBadInputWithThePath) {
     EXPECT_NE(pos, std::string::npos) << from;
     return s.replace(pos, from.size(), to);
   };
-  expect_parse_error(replace("\"schema_version\": 1", "\"schema_version\": 99"),
-                     "schema_version 99 is not supported");
+  expect_parse_error(replace("\"schema_version\": 2", "\"schema_version\": 99"),
+                     "schema_version 99 is not supported (this umem reads versions 1 to 2)");
+  expect_parse_error(replace("\"schema_version\": 2", "\"schema_version\": 0"),
+                     "schema_version 0 is not supported");
   expect_parse_error(replace("\"kind\": \"gpu\"", "\"kind\": \"fpga\""),
                      "$.agents[0].kind: unknown value 'fpga'");
   expect_parse_error(replace("\"compute_units\": 228", "\"compute_units\": \"many\""),

@@ -16,8 +16,9 @@
 
 namespace umem {
 
-// Bump when the meaning or layout of a serialized field changes (core/snapshot.hpp).
-inline constexpr int topology_schema_version = 1;
+// The snapshot schema's version: bump it with every serialized field added or changed
+// (Note [Snapshot schema] in core/src/snapshot.cpp lists what each version added).
+inline constexpr int topology_schema_version = 2;
 
 enum class agent_kind { cpu, gpu, other };
 
@@ -238,7 +239,7 @@ struct topology {
   std::vector<kfd_node> kfd_nodes;
   kernel_knobs knobs;
   std::vector<gpu_numa_binding> gpu_numa;
-  // Added for the GPU backend seam (issue 6).
+  // Added with the GPU backend seam (schema version 2).
   cuda_system_info cuda;
   gpu_backend_info gpu_backend;
 
