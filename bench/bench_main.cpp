@@ -1,4 +1,4 @@
-// umem_bench: Google Benchmark comparisons of umem's allocator (issue 3, "Benchmarks").
+// umem_bench: Google Benchmark comparisons of umem's allocator.
 // bench/run-benchmarks.sh runs it once plainly (umem, glibc, libnuma, hwloc, mmap+mbind, first
 // touch) and once per preloaded malloc (jemalloc, mimalloc) with --malloc-only, then formats all
 // results with umem_bench_report.

@@ -421,7 +421,7 @@ std::string document(const results& r, const std::string& command, const std::st
     << "- *umem locked path: umem's caching_pool called directly with thread caches off, so "
        "every call takes the pool's lock (what umem costs without Note [Fast path]: a thread's "
        "first use of a size, frees on another thread); for diagnosis, not a target.\n\n"
-    << "## Targets (issue 3)\n\n" << rep.targets()
+    << "## Targets\n\n" << rep.targets()
     << "\n## alloc+free of one size, 1 thread\n\n" << rep.single_table(1)
     << "\n## alloc+free of one size, 2 threads\n\n" << rep.single_table(2)
     << "\n## Size mixes, CPU time (small < 64 KiB <= large)\n\n" << rep.mix_table(&result::ns)

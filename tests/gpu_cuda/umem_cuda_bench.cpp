@@ -1,4 +1,4 @@
-// Copy vs zero-copy for umem memory on an NVIDIA GPU (issue 6), 1 MiB to 4 GiB. Prints a
+// Copy vs zero-copy for umem memory on an NVIDIA GPU, 1 MiB to 4 GiB. Prints a
 // markdown table (docs/benchmarks-cuda.md). Times are the best of `kReps` runs after one warm-up.
 //   alloc:    umem allocate() of a fresh segment (mmap + mbind + cuMemHostRegister)
 //   copy:     cudaMemcpy host->device from umem memory into a cudaMalloc buffer, what `.cuda()`

@@ -1,4 +1,4 @@
-// The allocator's GPU tests on a real NVIDIA GPU (issue 6): umem memory used by CUDA kernels
+// The allocator's GPU tests on a real NVIDIA GPU: umem memory used by CUDA kernels
 // through the CUDA backend. A plain program with a PASS/FAIL line per check and a summary; exit
 // status 0 only when every check passed (or when there is no CUDA device: SKIP).
 // Build: tests/gpu_cuda/build.sh; run: tests/gpu_cuda/run.sh (README section "NVIDIA GPUs").

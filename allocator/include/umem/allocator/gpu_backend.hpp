@@ -1,5 +1,5 @@
 // The GPU backend seam: everything vendor-specific the allocator and the torch bridge need,
-// behind one small interface (issue 6).
+// behind one small interface.
 //
 // Note [Backend selection]
 // UMEM_GPU_BACKEND=auto (the default) picks ROCr when its runtime state is `available` (hsa_init
