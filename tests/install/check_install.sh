@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix, then builds and runs a consumer project with
-# find_package(umem), and runs the installed umtopo.
+# find_package(umem), and runs the installed umtopo. Only the public API is installed: no
+# detail/ headers, and libumem.so exports umem's symbols only (cmake/umem.map).
 set -euo pipefail
 build_dir=$1
 src_dir=$(cd "$(dirname "$0")" && pwd)
@@ -10,6 +11,15 @@ cmake --install "$build_dir" --prefix "$tmp/prefix" >/dev/null
 test -x "$tmp/prefix/bin/umtopo"
 test -f "$tmp/prefix/include/umem/core/topology.hpp"
 ls "$tmp"/prefix/lib*/cmake/umem/umemConfig.cmake >/dev/null
+if find "$tmp/prefix/include" -path '*/detail/*' | grep .; then
+  echo "check_install: internal headers (detail/) were installed" >&2; exit 1
+fi
+foreign=$(nm -D --defined-only -C "$(ls "$tmp"/prefix/lib*/libumem.so)" | cut -d' ' -f3- |
+          grep -v -e '^umem_' -e '^umem::' -e ' for umem::' -e '^non-virtual thunk to umem::' || true)
+if [ -n "$foreign" ]; then
+  echo "check_install: libumem.so exports symbols outside umem's API:" >&2
+  echo "$foreign" | head -n 5 >&2; exit 1
+fi
 "$tmp/prefix/bin/umtopo" --version
 cmake -S "$src_dir/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/consumer" >/dev/null
