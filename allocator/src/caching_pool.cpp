@@ -155,9 +155,14 @@ void* caching_pool::allocate(std::size_t bytes) {
   auto failed = [&](const error& e) {
     if (e.code() == errc::out_of_memory) count_oom();
   };
+  // Note [Thread cache]: a big request the thread's bins could not serve gives their big blocks
+  // back, so that this request (and the pool's merging) can use them.
+  std::vector<block*> returned;
+  if (thread_cache::is_big(rounded))
+    if (thread_cache* mine = threads_->mine()) mine->return_big(returned);
   handout h;
   try {
-    h = allocate_locked(bytes, rounded, c, segment_bytes);
+    h = allocate_locked(bytes, rounded, c, segment_bytes, returned);
   } catch (const error& first) {
     // Blocks in threads' caches may make a segment free (Note [Fast path]).
     if (first.code() != errc::out_of_memory || !threads_->enabled() ||
@@ -182,8 +187,10 @@ void caching_pool::count_oom() {
 }
 
 caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size_t rounded,
-                                                    size_class c, std::size_t segment_bytes) {
+                                                    size_class c, std::size_t segment_bytes,
+                                                    std::span<block* const> returned) {
   std::lock_guard lock(mutex_);
+  for (block* r : returned) release_cached(r);
   free_list& list = list_of(c);
   block* b = list.best_fit(rounded);
   if (b) {

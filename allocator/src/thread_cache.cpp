@@ -49,6 +49,26 @@ void thread_cache::steal(std::vector<block*>& out) {
   steal_pending_.store(false, std::memory_order_release);
 }
 
+void thread_cache::return_big(std::vector<block*>& out) {
+  if (big_held_ == 0) return;
+  const owner_section section(*this);
+  if (!section.ok()) return;  // the stealer takes them
+  for (std::size_t i = big_bin_first; i < bins_.size(); ++i) {
+    bin& bn = bins_[i];
+    for (std::uint32_t s = 0; s < bn.count; ++s)
+      if (block* b = bn.slots[s].load(std::memory_order_acquire)) {
+        bn.slots[s].store(nullptr, relaxed);
+        stolen_counters& r = returned_[class_of(b->size)];
+        r.bytes.store(r.bytes.load(relaxed) + signed_size(b->size), relaxed);
+        r.count.store(r.count.load(relaxed) + 1, relaxed);
+        held_ -= signed_size(b->size);
+        out.push_back(b);
+      }
+    bn.count = 0;
+  }
+  big_held_ = 0;
+}
+
 thread_cache_totals thread_cache::totals() const {
   thread_cache_totals t;
   for (std::size_t c = 0; c < 2; ++c) {
@@ -60,8 +80,10 @@ thread_cache_totals thread_cache::totals() const {
     o.free_bytes = k.free_bytes.load(relaxed);
     o.free_count = k.free_count.load(relaxed);
     o.free_requested = k.free_requested.load(relaxed);
-    o.held_bytes = o.free_bytes - o.alloc_bytes - stolen_[c].bytes.load(relaxed);
-    o.held_count = o.free_count - o.alloc_count - stolen_[c].count.load(relaxed);
+    o.held_bytes = o.free_bytes - o.alloc_bytes - stolen_[c].bytes.load(relaxed) -
+                   returned_[c].bytes.load(relaxed);
+    o.held_count = o.free_count - o.alloc_count - stolen_[c].count.load(relaxed) -
+                   returned_[c].count.load(relaxed);
     t.hits += o.alloc_count;
   }
   return t;

@@ -243,6 +243,46 @@ TEST(thread_cache, blocks_above_64_mib_are_never_cached) {
   EXPECT_EQ(pool.trim(), 66 * MiB);
 }
 
+TEST(thread_cache, a_big_block_is_reused_by_its_thread_while_it_hits) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached());
+  void* p = pool.allocate(8 * MiB);
+  for (int i = 0; i < 3; ++i) {
+    pool.deallocate(p);
+    EXPECT_EQ(count_state(pool.snapshot(), true, false), 1u);  // held by this thread
+    void* q = pool.allocate(8 * MiB);
+    EXPECT_EQ(q, p);
+    p = q;
+  }
+  EXPECT_EQ(pool.stats()[counter::cache_hits], 3);
+  pool.deallocate(p);
+}
+
+TEST(thread_cache, a_big_miss_gives_the_threads_big_blocks_back_to_the_pool_first) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached());
+  void* small = pool.allocate(4 * KiB);
+  void* a = pool.allocate(6 * MiB);
+  void* b = pool.allocate(10 * MiB);
+  pool.deallocate(small);
+  pool.deallocate(a);
+  pool.deallocate(b);
+  EXPECT_EQ(count_state(pool.snapshot(), true, false), 3u);  // all three in this thread's bins
+  const std::size_t segments = up.allocate_calls();
+  // 5 MiB: no bin holds it. The big blocks go back to the pool, which serves the request from
+  // the 6 MiB one instead of a new segment; the small block stays cached.
+  void* c = pool.allocate(5 * MiB);
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(up.allocate_calls(), segments);
+  EXPECT_EQ(count_state(pool.snapshot(), true, false), 1u);
+  const pool_stats s = pool.stats();
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).current, static_cast<std::int64_t>(pool.block_size(c)));
+  EXPECT_EQ(gauge(s, metric::allocation).current, 1);
+  pool.deallocate(c);
+  EXPECT_EQ(gauge(pool.stats(), metric::allocated_bytes).current, 0);
+  EXPECT_EQ(gauge(pool.stats(), metric::allocation).current, 0);
+}
+
 TEST(thread_cache, a_thread_may_outlive_the_pool_its_cache_belongs_to) {
   fake_upstream up;
   std::barrier sync(2);

@@ -81,6 +81,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -204,8 +205,9 @@ class caching_pool {
   };
 
   free_list& list_of(size_class c) { return c == size_class::small_pool ? small_ : large_; }
+  // `returned`: blocks a thread cache gave back (thread_cache::return_big), released first.
   handout allocate_locked(std::size_t bytes, std::size_t rounded, size_class c,
-                          std::size_t segment_bytes);
+                          std::size_t segment_bytes, std::span<block* const> returned = {});
   void count_oom();
   void release_cached(block* b);
   std::size_t flush_thread_caches();

@@ -26,6 +26,11 @@
 // - Memory: a thread holds at most `capacity_bytes` per pool; blocks above the largest class
 //   (64 MiB) are never cached. Cached blocks stay reserved by the pool and count as cached, not
 //   allocated (pool_stats.hpp, Note [Statistics with thread caches]).
+// - Big blocks (above 1 MiB, one per bin) help a thread that reuses a few big sizes. In a mix of
+//   many big sizes they are rarely hit, and held in bins they keep the pool from merging and
+//   reusing them, so it grows and touches fresh pages instead. So a big request the bins cannot
+//   serve first gives the thread's big blocks back to the pool (return_big), under the lock the
+//   request takes anyway: a thread keeps big blocks only while it keeps hitting them.
 // Not thread-safe beyond that: the owner-thread functions are called only by the thread the
 // cache belongs to; steal() and the counters' readers hold the registry lock (thread_cache_registry).
 #pragma once
@@ -66,6 +71,8 @@ class thread_cache {
     return bin >= big_bin_first ? 1 : slots_per_bin;
   }
   static constexpr std::size_t largest_cached = std::size_t{64} << 20;
+  // Requests of big blocks (above 1 MiB): a miss returns the big bins (return_big).
+  static constexpr bool is_big(std::size_t rounded) { return rounded > (std::size_t{1} << 20); }
   static constexpr std::size_t table_entries = 256;
 
   // `small_max`: the pool's boundary between its small and large class (for the totals).
@@ -82,6 +89,9 @@ class thread_cache {
   // The fast free: true when `p` was this thread's live block and is now in a bin; false when
   // the pool's locked path must handle it (unknown pointer, double free, or no room).
   bool put(const void* p);
+  // Moves the blocks of the big bins (above 1 MiB) to `out`, their tickets still cached, for the
+  // pool to take back (Note [Thread cache]); nothing when a steal is pending.
+  void return_big(std::vector<block*>& out);
 
   // --- Any thread holding the registry lock. ---
   // A steal in two steps: request_steal() on the caches, asymmetric_fence_heavy() once, then
@@ -127,6 +137,8 @@ class thread_cache {
     std::atomic<std::int64_t> alloc_bytes{0}, alloc_count{0}, alloc_requested{0};
     std::atomic<std::int64_t> free_bytes{0}, free_count{0}, free_requested{0};
   };
+  // Blocks that left the bins other than by a hit: stolen (stealers' writes, under the registry
+  // lock) or returned by the owner (return_big, the owner's writes).
   struct stolen_counters {
     std::atomic<std::int64_t> bytes{0}, count{0};
   };
@@ -161,6 +173,8 @@ class thread_cache {
   std::array<entry, table_entries> table_{};
   std::array<counters, 2> counters_{};
   std::array<stolen_counters, 2> stolen_{};
+  std::array<stolen_counters, 2> returned_{};
+  std::uint32_t big_held_ = 0;  // blocks the owner put into big bins since it last emptied them
   std::int64_t held_ = 0;                   // bytes the owner put into bins and did not take
   std::atomic<std::int64_t> stolen_bytes_{0};  // of them, taken by stealers
   std::atomic<bool> busy_{false};           // the owner is in a bin operation
@@ -183,6 +197,7 @@ inline block* thread_cache::take(std::size_t rounded, std::size_t request) {
   if (size < rounded) return nullptr;  // same class, smaller block: left for a smaller request
   top.store(nullptr, std::memory_order_relaxed);
   --bn.count;
+  if (bin_of(rounded) >= big_bin_first && big_held_ != 0) --big_held_;
   held_ -= static_cast<std::int64_t>(size);
   const std::uint64_t t = ticket::with_state(b->ticket.load(std::memory_order_relaxed), ticket::live);
   b->live_requested.store(request, std::memory_order_relaxed);
@@ -229,6 +244,7 @@ inline bool thread_cache::put(const void* p) {
   if (!section.ok()) return false;
   mine.b->ticket.store(ticket::with_state(mine.ticket, ticket::cached), std::memory_order_release);
   bn.slots[bn.count++].store(mine.b, std::memory_order_release);
+  if (mine.bin >= big_bin_first) ++big_held_;
   held_ += static_cast<std::int64_t>(size);
   counters& k = counters_[class_of(size)];
   bump(k.free_bytes, static_cast<std::int64_t>(size));
