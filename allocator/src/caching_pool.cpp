@@ -1,6 +1,7 @@
 #include "umem/allocator/caching_pool.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -157,12 +158,14 @@ void* caching_pool::allocate(std::size_t bytes) {
   };
   // Note [Thread cache]: a big request the thread's bins could not serve gives their big blocks
   // back, so that this request (and the pool's merging) can use them.
-  std::vector<block*> returned;
+  std::array<block*, thread_cache::big_bins> returned;
+  std::size_t n_returned = 0;
   if (thread_cache::is_big(rounded))
-    if (thread_cache* mine = threads_->mine()) mine->return_big(returned);
+    if (thread_cache* mine = threads_->mine()) n_returned = mine->return_big(returned);
   handout h;
   try {
-    h = allocate_locked(bytes, rounded, c, segment_bytes, returned);
+    h = allocate_locked(bytes, rounded, c, segment_bytes,
+                        std::span<block* const>(returned.data(), n_returned));
   } catch (const error& first) {
     // Blocks in threads' caches may make a segment free (Note [Fast path]).
     if (first.code() != errc::out_of_memory || !threads_->enabled() ||

@@ -49,24 +49,26 @@ void thread_cache::steal(std::vector<block*>& out) {
   steal_pending_.store(false, std::memory_order_release);
 }
 
-void thread_cache::return_big(std::vector<block*>& out) {
-  if (big_held_ == 0) return;
+std::size_t thread_cache::return_big(std::span<block*, big_bins> out) {
+  if (big_filled_ == 0) return 0;
   const owner_section section(*this);
-  if (!section.ok()) return;  // the stealer takes them
-  for (std::size_t i = big_bin_first; i < bins_.size(); ++i) {
-    bin& bn = bins_[i];
-    for (std::uint32_t s = 0; s < bn.count; ++s)
+  if (!section.ok()) return 0;  // the stealer takes them
+  std::size_t n = 0;
+  for (std::uint64_t filled = big_filled_; filled != 0; filled &= filled - 1) {
+    bin& bn = bins_[big_bin_first + static_cast<std::size_t>(std::countr_zero(filled))];
+    for (std::uint32_t s = 0; s < bn.count; ++s)  // big bins have one slot
       if (block* b = bn.slots[s].load(std::memory_order_acquire)) {
         bn.slots[s].store(nullptr, relaxed);
         stolen_counters& r = returned_[class_of(b->size)];
         r.bytes.store(r.bytes.load(relaxed) + signed_size(b->size), relaxed);
         r.count.store(r.count.load(relaxed) + 1, relaxed);
         held_ -= signed_size(b->size);
-        out.push_back(b);
+        out[n++] = b;
       }
     bn.count = 0;
   }
-  big_held_ = 0;
+  big_filled_ = 0;
+  return n;
 }
 
 thread_cache_totals thread_cache::totals() const {

@@ -40,6 +40,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "umem/allocator/asymmetric_fence.hpp"
@@ -67,6 +68,7 @@ class thread_cache {
   // many sizes held per thread keep the pool from reusing or merging them (more growth, and first
   // touches of fresh memory, in mixes of large sizes).
   static constexpr std::size_t big_bin_first = 8 + (20 - 11) * 8;  // bin_of(1 MiB + 1)
+  static constexpr std::size_t big_bins = 8 + (26 - 11) * 8 - big_bin_first;  // up to 64 MiB
   static constexpr std::uint32_t slots_of(std::size_t bin) {
     return bin >= big_bin_first ? 1 : slots_per_bin;
   }
@@ -89,9 +91,9 @@ class thread_cache {
   // The fast free: true when `p` was this thread's live block and is now in a bin; false when
   // the pool's locked path must handle it (unknown pointer, double free, or no room).
   bool put(const void* p);
-  // Moves the blocks of the big bins (above 1 MiB) to `out`, their tickets still cached, for the
-  // pool to take back (Note [Thread cache]); nothing when a steal is pending.
-  void return_big(std::vector<block*>& out);
+  // Moves the blocks of the big bins (above 1 MiB) into `out`, their tickets still cached, for the
+  // pool to take back (Note [Thread cache]); how many. None when a steal is pending.
+  std::size_t return_big(std::span<block*, big_bins> out);
 
   // --- Any thread holding the registry lock. ---
   // A steal in two steps: request_steal() on the caches, asymmetric_fence_heavy() once, then
@@ -148,6 +150,8 @@ class thread_cache {
   static constexpr std::size_t steps_per_power = 8;
   static constexpr std::size_t first_power = 11;  // (2 KiB, 4 KiB] is the first stepped range
   static constexpr std::size_t bin_count = exact_classes + (26 - first_power) * steps_per_power;
+  static_assert(big_bin_first + big_bins == bin_count && big_bins <= 64,
+                "the big bins are the last ones, one bit each in big_filled_");
 
   static std::size_t bin_of(std::size_t rounded) {
     if (rounded <= exact_classes * 256) return rounded == 0 ? 0 : (rounded - 1) >> 8;
@@ -174,7 +178,9 @@ class thread_cache {
   std::array<counters, 2> counters_{};
   std::array<stolen_counters, 2> stolen_{};
   std::array<stolen_counters, 2> returned_{};
-  std::uint32_t big_held_ = 0;  // blocks the owner put into big bins since it last emptied them
+  // Big bins the owner filled since it last emptied them (bit i: bin big_bin_first + i); a
+  // stealer may have emptied them since.
+  std::uint64_t big_filled_ = 0;
   std::int64_t held_ = 0;                   // bytes the owner put into bins and did not take
   std::atomic<std::int64_t> stolen_bytes_{0};  // of them, taken by stealers
   std::atomic<bool> busy_{false};           // the owner is in a bin operation
@@ -197,7 +203,8 @@ inline block* thread_cache::take(std::size_t rounded, std::size_t request) {
   if (size < rounded) return nullptr;  // same class, smaller block: left for a smaller request
   top.store(nullptr, std::memory_order_relaxed);
   --bn.count;
-  if (bin_of(rounded) >= big_bin_first && big_held_ != 0) --big_held_;
+  if (bn.count == 0 && bin_of(rounded) >= big_bin_first)
+    big_filled_ &= ~(std::uint64_t{1} << (bin_of(rounded) - big_bin_first));
   held_ -= static_cast<std::int64_t>(size);
   const std::uint64_t t = ticket::with_state(b->ticket.load(std::memory_order_relaxed), ticket::live);
   b->live_requested.store(request, std::memory_order_relaxed);
@@ -244,7 +251,7 @@ inline bool thread_cache::put(const void* p) {
   if (!section.ok()) return false;
   mine.b->ticket.store(ticket::with_state(mine.ticket, ticket::cached), std::memory_order_release);
   bn.slots[bn.count++].store(mine.b, std::memory_order_release);
-  if (mine.bin >= big_bin_first) ++big_held_;
+  if (mine.bin >= big_bin_first) big_filled_ |= std::uint64_t{1} << (mine.bin - big_bin_first);
   held_ += static_cast<std::int64_t>(size);
   counters& k = counters_[class_of(size)];
   bump(k.free_bytes, static_cast<std::int64_t>(size));
