@@ -233,6 +233,18 @@ constexpr std::array kRows{
                [](const alloc_options& o, std::vector<std::string>& items) {
                  items.push_back("kind:" + std::string(to_string(o.kind)));
                }},
+    option_row{{"device_kind", "fine | coarse | extended_fine", "coarse",
+                "Coherence of device:D placements served from host memory: a unified GPU's "
+                "device memory (PyTorch's device tensors on an APU). coarse, as hipMalloc gives: "
+                "kernels need no CPU coherence while they run, and fine-grained memory is "
+                "reported 3-8x slower for kernels that re-read data on an AMD APU. `kind` "
+                "applies to every other placement (host tensors, zero-copy aliases)."},
+               [](alloc_options& o, std::string_view k, std::string_view v) {
+                 o.device_kind = with_key(k, [&] { return parse_coherence(v); });
+               },
+               [](const alloc_options& o, std::vector<std::string>& items) {
+                 items.push_back("device_kind:" + std::string(to_string(o.device_kind)));
+               }},
     option_row{{"huge_pages", "true | false", "true",
                 "Advise transparent huge pages (MADV_HUGEPAGE) on fresh 2 MiB-aligned segments; "
                 "4 KiB pages cost GPU TLB reach."},

@@ -69,7 +69,8 @@ struct allocator::impl {
   struct route {
     caching_pool* home = nullptr;
     resolved_placement resolved;
-    bool device_memory = false;  // home is a device pool: no spill
+    coherence kind = coherence::fine;  // of home, and of the pools it spills to
+    bool device_memory = false;        // home is a device pool: no spill
   };
   struct pool_entry {
     caching_pool* pool = nullptr;
@@ -208,7 +209,8 @@ struct allocator::impl {
       fresh.resolved = where.kind == placement_kind::local
                            ? resolve_placement(where, options.spill, topo, node)
                            : resolve_placement(where, options.spill, topo);
-      fresh.home = &pool_for(fresh.resolved.binding, options.kind);
+      fresh.kind = where.kind == placement_kind::device ? options.device_kind : options.kind;
+      fresh.home = &pool_for(fresh.resolved.binding, fresh.kind);
     }
     std::unique_lock lock(pools_mutex);
     if (slot)
@@ -290,13 +292,15 @@ void* allocator::allocate(std::size_t bytes, const request& r) {
     const impl::route& route = impl_->default_route();
     if (void* p = route.home->allocate_cached(bytes)) return p;  // Note [Fast path]
     if (route.device_memory) return allocate_on_device(*route.home, bytes);
-    return allocate_from(*route.home, route.resolved, impl_->options.kind, bytes);
+    return allocate_from(*route.home, route.resolved, route.kind, bytes);
   }
   const placement where = r.where.value_or(impl_->options.policy);
   if (where.kind == placement_kind::device)
     if (caching_pool* pool = impl_->device_for(where.index).pool.get())
       return allocate_on_device(*pool, bytes);
-  const coherence kind = r.kind.value_or(impl_->options.kind);
+  const coherence kind = r.kind.value_or(where.kind == placement_kind::device
+                                             ? impl_->options.device_kind
+                                             : impl_->options.kind);
   const resolved_placement resolved = resolve_placement(where, impl_->options.spill, impl_->topo);
   return allocate_from(impl_->pool_for(resolved.binding, kind), resolved, kind, bytes);
 }

@@ -125,8 +125,8 @@ TEST(AllocConfig, TextAppliesOnTopOfABase) {
 
 TEST(AllocConfig, UnknownKeyNamesItAndListsTheKnownOnes) {
   EXPECT_EQ(conf_error("polcy:local"),
-            "UMEM_ALLOC_CONF: unknown key 'polcy' (known: policy, spill, kind, huge_pages, "
-            "populate, limit.total, limit.node<N>, max_cached, expandable_segments, "
+            "UMEM_ALLOC_CONF: unknown key 'polcy' (known: policy, spill, kind, device_kind, "
+            "huge_pages, populate, limit.total, limit.node<N>, max_cached, expandable_segments, "
             "thread_cache)");
   EXPECT_EQ(conf_error("spill:warn,Kind:fine").find("UMEM_ALLOC_CONF: unknown key 'Kind'"), 0u);
   EXPECT_NE(conf_error("limit.nodes:1GiB").find("'limit.nodes' needs a NUMA node number"),
@@ -182,20 +182,21 @@ TEST(AllocConfig, DuplicateKeysAndItemsWithoutValueAreErrors) {
             "UMEM_ALLOC_CONF: key 'limit.node1' is given more than once; give each key once");
   EXPECT_EQ(conf_error("spill:warn,huge_pages"),
             "UMEM_ALLOC_CONF: 'huge_pages' is not key:value (known keys: policy, spill, kind, "
-            "huge_pages, populate, limit.total, limit.node<N>, max_cached, expandable_segments, "
-            "thread_cache)");
+            "device_kind, huge_pages, populate, limit.total, limit.node<N>, max_cached, "
+            "expandable_segments, thread_cache)");
   EXPECT_NE(conf_error("local").find("'local' is not key:value"), std::string::npos);
 }
 
 TEST(AllocConfig, DescribeListsEveryValueAndParsesBack) {
   EXPECT_EQ(describe(alloc_options{}),
-            "policy:local,spill:never,kind:fine,huge_pages:true,populate:none,limit.total:none,"
-            "max_cached:0,expandable_segments:true,thread_cache:64MiB");
+            "policy:local,spill:never,kind:fine,device_kind:coarse,huge_pages:true,populate:none,"
+            "limit.total:none,max_cached:0,expandable_segments:true,thread_cache:64MiB");
   alloc_options o;
   o.policy.kind = placement_kind::interleave;
   o.policy.nodes = {0, 1, 3};
   o.spill = spill_policy::warn;
   o.kind = umem::coherence::extended_fine;
+  o.device_kind = umem::coherence::fine;
   o.huge_pages = false;
   o.populate = populate_mode::touch;
   o.limit_total = memory_limit{0, 0.9};
@@ -205,7 +206,8 @@ TEST(AllocConfig, DescribeListsEveryValueAndParsesBack) {
   o.max_cached = 3 * GiB / 2;
   const std::string text = describe(o);
   EXPECT_EQ(text,
-            "policy:interleave:0-1,3,spill:warn,kind:extended_fine,huge_pages:false,"
+            "policy:interleave:0-1,3,spill:warn,kind:extended_fine,device_kind:fine,"
+            "huge_pages:false,"
             "populate:touch,limit.total:0.9,limit.node0:64GiB,limit.node2:0.00001,"
             "limit.node3:12345B,max_cached:1536MiB,expandable_segments:true,"
             "thread_cache:64MiB");
@@ -220,7 +222,8 @@ TEST(AllocConfig, TableDocumentsEveryKeyWithTheStructDefaults) {
     EXPECT_FALSE(row.type.empty()) << row.key;
     EXPECT_GT(row.doc.size(), 20u) << row.key;
   }
-  EXPECT_EQ(keys, (std::vector<std::string>{"policy", "spill", "kind", "huge_pages", "populate",
+  EXPECT_EQ(keys, (std::vector<std::string>{"policy", "spill", "kind", "device_kind",
+                                            "huge_pages", "populate",
                                             "limit.total", "limit.node<N>", "max_cached",
                                             "expandable_segments", "thread_cache"}));
   // Each default as documented is what describe() prints for alloc_options{}, and parses back.

@@ -250,7 +250,7 @@ TEST_F(AllocatorOnMi300aDouble, EachSocketsMemoryIsLockedForItsOwnGpu) {
   allocator a(alloc_options{}, topo_, std::move(up), std::move(mapper_));
   EXPECT_TRUE(a.gpu_accessible());
   for (int node = 0; node < 4; ++node) {
-    void* p = a.allocate(MiB, {placement{placement_kind::device, node, {}}, {}});
+    void* p = a.allocate(MiB, {placement{placement_kind::device, node, {}}, umem::coherence::fine});
     const auto l = take_log();
     ASSERT_EQ(l.size(), 1u) << log();
     // CPU agent of socket N = KFD node N, its FINE pool is its pool 0; GPU N = KFD node 4+N.
@@ -263,6 +263,31 @@ TEST_F(AllocatorOnMi300aDouble, EachSocketsMemoryIsLockedForItsOwnGpu) {
   const auto l = take_log();
   EXPECT_EQ(l.size(), 4u) << log();
   for (const auto& line : l) EXPECT_EQ(line.rfind("memory_unlock ", 0), 0u) << line;
+}
+
+// A device placement that names no kind is coarse-grained (alloc_options::device_kind): the
+// socket's CPU coarse pool (pool 3 of the capture's CPU agents), for that socket's GPU only; a
+// placement on the node itself keeps `kind` (fine, pool 0).
+TEST_F(AllocatorOnMi300aDouble, DeviceMemoryIsCoarseGrainedByDefault) {
+  ASSERT_NO_FATAL_FAILURE(start(UMEM_ROCR_DOUBLE_PATH, "7.1"));
+  auto up = std::make_unique<fake_upstream>(0, 2 * MiB, 4096);
+  allocator a(alloc_options{}, topo_, std::move(up), std::move(mapper_));
+  void* d = a.allocate(MiB, {placement{placement_kind::device, 2, {}}, {}});
+  auto l = take_log();
+  ASSERT_EQ(l.size(), 1u) << log();
+  EXPECT_TRUE(std::regex_match(
+      l[0], std::regex("memory_lock_to_pool size=2097152 pool=node2/3 flags=0 agents=node6 "
+                       "-> SUCCESS l[0-9]+")))
+      << l[0];
+  void* h = a.allocate(MiB, {placement{placement_kind::node, 2, {}}, {}});
+  l = take_log();
+  ASSERT_EQ(l.size(), 1u) << log();
+  EXPECT_NE(l[0].find("pool=node2/0 "), std::string::npos) << l[0];
+  const auto stats = a.memory_stats();
+  EXPECT_EQ(stats.at("allocated_bytes.node2_coarse.current"), static_cast<std::int64_t>(MiB));
+  EXPECT_EQ(stats.at("allocated_bytes.node2_fine.current"), static_cast<std::int64_t>(MiB));
+  a.deallocate(d);
+  a.deallocate(h);
 }
 
 }  // namespace

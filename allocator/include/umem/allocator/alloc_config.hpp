@@ -39,6 +39,8 @@ struct alloc_options {
   placement policy;                          // local
   spill_policy spill = spill_policy::never;
   coherence kind = coherence::fine;          // fine, coarse or extended_fine
+  // device:D placements of host memory (unified GPUs: PyTorch's device tensors on an APU)
+  coherence device_kind = coherence::coarse;
   bool huge_pages = true;                    // MADV_HUGEPAGE on fresh segments
   populate_mode populate = populate_mode::none;
   std::optional<memory_limit> limit_total;   // nullopt: no limit

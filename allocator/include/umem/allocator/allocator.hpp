@@ -11,7 +11,9 @@
 //
 // Note [Device placements]
 // `device:D` on a unified GPU (an APU, or pageable memory access) is host memory on the GPU's
-// NUMA node, like any other placement. On a discrete GPU (Note [Device memory kinds] in
+// NUMA node, like any other placement, but coarse-grained unless the request names a kind
+// (alloc_options::device_kind: what hipMalloc gives; PyTorch's device tensors land here). On a
+// discrete GPU (Note [Device memory kinds] in
 // gpu_memory_kind.hpp) whose backend has a device memory source, it is served by that GPU's
 // device pool instead: one pool per GPU whatever the coherence kind asked (device memory has
 // one), with the configured thread cache, max_cached and expandable_segments (the last only
