@@ -18,17 +18,17 @@ namespace {
 constexpr const char* kSoname = "libcuda.so.1";
 
 constexpr std::array kSymbols{
-#define UMEM_CUDA_ENTRY(symbol, need, params) cuda_symbol{#symbol, cuda_symbol_need::need},
+#define UMEM_CUDA_ENTRY(symbol, need, params) runtime_symbol{#symbol, symbol_need::need},
     UMEM_CUDA_SYMBOLS(UMEM_CUDA_ENTRY)
 #undef UMEM_CUDA_ENTRY
 };
 
 template <class Fn>
-void resolve(void* handle, const std::string& path, const char* name, cuda_symbol_need need,
+void resolve(void* handle, const std::string& path, const char* name, symbol_need need,
              Fn& slot) {
   void* p = dlsym(handle, name);
   if (p == nullptr) {
-    if (need == cuda_symbol_need::required)
+    if (need == symbol_need::required)
       throw_error(errc::runtime_error,
                   "the CUDA driver " + path + " lacks the required symbol " + name +
                       "; it is not a usable libcuda.so.1 (set UMEM_CUDA_DRIVER_LIB to another "
@@ -41,7 +41,7 @@ void resolve(void* handle, const std::string& path, const char* name, cuda_symbo
 
 }  // namespace
 
-std::span<const cuda_symbol> cuda_symbols() { return kSymbols; }
+std::span<const runtime_symbol> cuda_symbols() { return kSymbols; }
 
 std::vector<std::string> cuda_driver::default_candidates() {
   std::vector<std::string> out;
@@ -73,7 +73,7 @@ cuda_driver::cuda_driver(void* handle, std::string path)
     resolved_path_ = map->l_name;
   try {
 #define UMEM_CUDA_RESOLVE(symbol, need, params) \
-  resolve(handle_, resolved_path_, #symbol, cuda_symbol_need::need, fns_.symbol);
+  resolve(handle_, resolved_path_, #symbol, symbol_need::need, fns_.symbol);
     UMEM_CUDA_SYMBOLS(UMEM_CUDA_RESOLVE)
 #undef UMEM_CUDA_RESOLVE
   } catch (...) {

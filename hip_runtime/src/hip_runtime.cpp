@@ -19,23 +19,23 @@ constexpr std::array<const char*, 4> kSonames{"libamdhip64.so", "libamdhip64.so.
                                               "libamdhip64.so.7", "libamdhip64.so.5"};
 
 constexpr std::array kSymbols{
-#define UMEM_HIP_ENTRY(symbol, need, result, params) hip_symbol{#symbol, hip_symbol_need::need},
+#define UMEM_HIP_ENTRY(symbol, need, result, params) runtime_symbol{#symbol, symbol_need::need},
     UMEM_HIP_SYMBOLS(UMEM_HIP_ENTRY)
 #undef UMEM_HIP_ENTRY
 };
 
 template <class Fn>
-void resolve(const library_reference& lib, const char* name, hip_symbol_need need, Fn& slot) {
+void resolve(const library_reference& lib, const char* name, symbol_need need, Fn& slot) {
   // POSIX guarantees that a dlsym result converts to a function pointer.
   slot = reinterpret_cast<Fn>(
-      lib.symbol(name, need == hip_symbol_need::required, "the HIP runtime",
+      lib.symbol(name, need == symbol_need::required, "the HIP runtime",
                  "it is not a usable libamdhip64 (point UMEM_HIP_RUNTIME_LIB at the HIP runtime "
                  "the process uses)"));
 }
 
 }  // namespace
 
-std::span<const hip_symbol> hip_symbols() { return kSymbols; }
+std::span<const runtime_symbol> hip_symbols() { return kSymbols; }
 
 std::vector<std::string> hip_runtime::default_candidates() {
   std::vector<std::string> out;
@@ -67,7 +67,7 @@ std::optional<hip_runtime> hip_runtime::find_loaded_in(std::span<const std::stri
 // A missing required symbol throws from the body: lib_ is built by then and drops the reference.
 hip_runtime::hip_runtime(opened_library lib) : lib_(std::move(lib)) {
 #define UMEM_HIP_RESOLVE(symbol, need, result, params) \
-  resolve(lib_, #symbol, hip_symbol_need::need, fns_.symbol);
+  resolve(lib_, #symbol, symbol_need::need, fns_.symbol);
   UMEM_HIP_SYMBOLS(UMEM_HIP_RESOLVE)
 #undef UMEM_HIP_RESOLVE
   log().debug("using the HIP runtime already loaded: {} ({})", path(), resolved_path());

@@ -81,7 +81,7 @@ static_assert(offsetof(hsa_amd_pointer_info_t, global_flags) ==
               offsetof(rocr_pointer_info, global_flags));
 
 constexpr std::array kSymbols{
-#define UMEM_ROCR_ENTRY(symbol, need, ret, params) rocr_symbol{#symbol, symbol_need::need},
+#define UMEM_ROCR_ENTRY(symbol, need, ret, params) runtime_symbol{#symbol, symbol_need::need},
     UMEM_ROCR_SYMBOLS(UMEM_ROCR_ENTRY)
 #undef UMEM_ROCR_ENTRY
 };
@@ -111,7 +111,7 @@ std::string hex_status(rocr_status status) {
 
 }  // namespace
 
-std::span<const rocr_symbol> rocr_symbols() { return kSymbols; }
+std::span<const runtime_symbol> rocr_symbols() { return kSymbols; }
 
 std::vector<std::string> rocr_library::default_candidates() {
   std::vector<std::string> out;

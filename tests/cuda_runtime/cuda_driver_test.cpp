@@ -58,20 +58,20 @@ TEST(CudaDriver, ALibraryWithoutTheDriverSymbolsIsRefusedByName) {
 
 TEST(CudaDriver, TheTableNamesTheVersionedEntryPoints) {
   const auto symbols = cuda_symbols();
-  const auto has = [&](const char* name, cuda_symbol_need need) {
-    return std::any_of(symbols.begin(), symbols.end(), [&](const cuda_symbol& s) {
+  const auto has = [&](const char* name, symbol_need need) {
+    return std::any_of(symbols.begin(), symbols.end(), [&](const runtime_symbol& s) {
       return std::string(s.name) == name && s.need == need;
     });
   };
-  EXPECT_TRUE(has("cuMemHostRegister_v2", cuda_symbol_need::required));
-  EXPECT_TRUE(has("cuMemHostGetDevicePointer_v2", cuda_symbol_need::required));
-  EXPECT_TRUE(has("cuDevicePrimaryCtxRelease_v2", cuda_symbol_need::required));
-  EXPECT_TRUE(has("cuEventDestroy_v2", cuda_symbol_need::required));
-  EXPECT_TRUE(has("cuDeviceGetUuid_v2", cuda_symbol_need::optional));
-  EXPECT_TRUE(has("cuMemAlloc_v2", cuda_symbol_need::required));
-  EXPECT_TRUE(has("cuMemFree_v2", cuda_symbol_need::required));
-  EXPECT_TRUE(has("cuThreadExchangeStreamCaptureMode", cuda_symbol_need::optional));
-  EXPECT_FALSE(has("cuMemAllocManaged", cuda_symbol_need::required));  // never managed memory
+  EXPECT_TRUE(has("cuMemHostRegister_v2", symbol_need::required));
+  EXPECT_TRUE(has("cuMemHostGetDevicePointer_v2", symbol_need::required));
+  EXPECT_TRUE(has("cuDevicePrimaryCtxRelease_v2", symbol_need::required));
+  EXPECT_TRUE(has("cuEventDestroy_v2", symbol_need::required));
+  EXPECT_TRUE(has("cuDeviceGetUuid_v2", symbol_need::optional));
+  EXPECT_TRUE(has("cuMemAlloc_v2", symbol_need::required));
+  EXPECT_TRUE(has("cuMemFree_v2", symbol_need::required));
+  EXPECT_TRUE(has("cuThreadExchangeStreamCaptureMode", symbol_need::optional));
+  EXPECT_FALSE(has("cuMemAllocManaged", symbol_need::required));  // never managed memory
   const cuda_driver drv = cuda_driver::load_from(test::cuda_double_candidates());
   EXPECT_NE(drv.fn().cuDeviceGetUuid_v2, nullptr);
 }

@@ -65,7 +65,7 @@ TEST(HipRuntime, MappedByTheProcessTheTableLoadsEverySymbol) {
   // Every entry is the double's own export, the one ld.so resolves for the name.
   ASSERT_EQ(umem::hip::hip_symbols().size(), 10u);
   for (const auto& sym : umem::hip::hip_symbols())
-    EXPECT_EQ(sym.need, umem::hip::hip_symbol_need::required) << sym.name;
+    EXPECT_EQ(sym.need, umem::symbol_need::required) << sym.name;
 #define UMEM_HIP_EXPECT(symbol, need, result, params) \
   EXPECT_EQ(reinterpret_cast<void*>(rt->fn().symbol), dbl.get<void*>(#symbol)) << #symbol;
   UMEM_HIP_SYMBOLS(UMEM_HIP_EXPECT)

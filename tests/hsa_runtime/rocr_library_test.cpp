@@ -21,7 +21,7 @@ namespace rc = umem::hsa::rocr_compat;
 std::vector<std::string> optional_symbols() {
   std::vector<std::string> out;
   for (const auto& s : umem::hsa::rocr_symbols())
-    if (s.need == umem::hsa::symbol_need::optional) out.emplace_back(s.name);
+    if (s.need == umem::symbol_need::optional) out.emplace_back(s.name);
   return out;
 }
 

@@ -273,7 +273,7 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
   } else {
     if (captures_.load() == 0) cache_->release_completed();
     std::optional<std::uint64_t> cap;
-    {
+    if (capped_devices_.load(std::memory_order_relaxed) != 0) {  // no lock while no cap is set
       std::lock_guard lock(mutex_);
       if (auto it = usage_.find(device); it != usage_.end()) cap = it->second.cap_bytes;
     }
@@ -406,6 +406,7 @@ void bridge::set_memory_fraction(double fraction, int device) {
   }
   std::lock_guard lock(mutex_);
   usage& u = usage_[device];
+  if (u.cap_bytes.has_value() != cap.has_value()) capped_devices_.fetch_add(cap ? 1 : -1);
   u.fraction = fraction;
   u.cap_bytes = cap;
 }

@@ -9,6 +9,14 @@
 
 namespace umem {
 
+// A runtime table's entries (the X-macro tables of rocr_library.hpp, cuda_driver.hpp and
+// hip_runtime.hpp): whether the loader fails without the symbol or leaves its slot null.
+enum class symbol_need { required, optional };
+struct runtime_symbol {
+  const char* name;
+  symbol_need need;
+};
+
 struct opened_library {
   void* handle = nullptr;  // from dlopen(RTLD_NOW | RTLD_LOCAL); the caller dlcloses it
   std::string path;        // the candidate that loaded, as given

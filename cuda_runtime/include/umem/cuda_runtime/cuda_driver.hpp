@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "umem/core/shared_library.hpp"
+
 namespace umem::cuda {
 
 using cu_result = int;  // CUresult (an enum of non-negative values below 1000)
@@ -66,8 +68,6 @@ struct cu_uuid {                  // CUuuid
   X(cuDeviceGetUuid_v2, optional, (cu_uuid*, cu_device))                          \
   X(cuThreadExchangeStreamCaptureMode, optional, (int*))
 
-enum class cuda_symbol_need { required, optional };
-
 // The entry points; null only for a missing optional symbol.
 struct cuda_functions {
 #define UMEM_CUDA_MEMBER(symbol, need, params) cu_result(*symbol) params = nullptr;
@@ -75,12 +75,8 @@ struct cuda_functions {
 #undef UMEM_CUDA_MEMBER
 };
 
-struct cuda_symbol {
-  const char* name;
-  cuda_symbol_need need;
-};
 // Every symbol of the table, in table order.
-std::span<const cuda_symbol> cuda_symbols();
+std::span<const runtime_symbol> cuda_symbols();
 
 class cuda_driver {
  public:

@@ -44,8 +44,6 @@ using hip_stream = hip_stream_st*;  // hipStream_t; null is the current device's
   X(hipEventSynchronize, required, hip_error, (hip_event))                   \
   X(hipEventDestroy, required, hip_error, (hip_event))
 
-enum class hip_symbol_need { required, optional };
-
 // The entry points; null only for a missing optional symbol.
 struct hip_functions {
 #define UMEM_HIP_MEMBER(symbol, need, result, params) result(*symbol) params = nullptr;
@@ -53,12 +51,8 @@ struct hip_functions {
 #undef UMEM_HIP_MEMBER
 };
 
-struct hip_symbol {
-  const char* name;
-  hip_symbol_need need;
-};
 // Every symbol of the table, in table order.
-std::span<const hip_symbol> hip_symbols();
+std::span<const runtime_symbol> hip_symbols();
 
 // What the plain "not loaded" state says (Note [HIP only when already loaded]).
 inline constexpr const char* kHipNotLoaded =

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "umem/core/shared_library.hpp"
+
 namespace umem::hsa {
 
 // ABI mirrors of the HSA types used by the table (layouts checked in rocr_library.cpp).
@@ -113,8 +115,6 @@ using rocr_event_callback = rocr_status (*)(const rocr_event*, void*);
     (void*, std::size_t, const rocr_access_desc*, std::size_t))                                   \
   X(hsa_amd_vmem_get_access, optional, rocr_status, (void*, std::uint32_t*, rocr_agent))
 
-enum class symbol_need { required, optional };
-
 // The entry points; null only for a missing optional symbol.
 struct rocr_functions {
 #define UMEM_ROCR_MEMBER(symbol, need, ret, params) ret(*symbol) params = nullptr;
@@ -122,12 +122,8 @@ struct rocr_functions {
 #undef UMEM_ROCR_MEMBER
 };
 
-struct rocr_symbol {
-  const char* name;
-  symbol_need need;
-};
 // Every symbol of the table, in table order.
-std::span<const rocr_symbol> rocr_symbols();
+std::span<const runtime_symbol> rocr_symbols();
 
 class rocr_library {
  public:

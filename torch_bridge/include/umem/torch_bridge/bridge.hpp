@@ -199,6 +199,7 @@ class bridge {
   std::string no_gpu_reason_;
   std::unique_ptr<stream_ordered_cache> cache_;
   std::atomic<int> captures_{0};
+  std::atomic<int> capped_devices_{0};  // devices whose usage has a cap_bytes
   mutable std::mutex mutex_;
   std::map<int, usage> usage_;   // by device; -1 for host allocations
   usage total_;                  // every device and the host together (peaks of the sum)
