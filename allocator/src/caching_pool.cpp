@@ -126,10 +126,8 @@ void caching_pool::fail_out_of_memory(std::size_t request, const std::string& wh
                                        stats_summary());
 }
 
-void* caching_pool::allocate(std::size_t bytes) {
+caching_pool::sizing caching_pool::size_request(std::size_t bytes, bool own_segment) const {
   const std::size_t align = config_.alignment;
-  // The fast path first: sizes a thread cache may hold need none of the checks below.
-  if (void* p = allocate_cached(bytes)) return p;
   if (bytes == 0)
     throw_error(errc::invalid_argument,
                 "umem pool " + describe() + ": allocate(0): a request must be at least 1 byte");
@@ -138,19 +136,27 @@ void* caching_pool::allocate(std::size_t bytes) {
                                             std::to_string(bytes) + "): the size overflows when "
                                             "rounded up to the alignment of " +
                                             std::to_string(align) + " bytes");
-  const std::size_t rounded = (bytes + align - 1) & ~(align - 1);
-  const size_class c = rounded <= config_.small_max ? size_class::small_pool
-                                                         : size_class::large_pool;
-  std::size_t segment_bytes = config_.small_segment_size;
-  if (c == size_class::large_pool) {
+  sizing z;
+  z.rounded = (bytes + align - 1) & ~(align - 1);
+  z.pool = z.rounded <= config_.small_max && !own_segment ? size_class::small_pool
+                                                          : size_class::large_pool;
+  z.segment_bytes = config_.small_segment_size;
+  if (z.pool == size_class::large_pool) {
     const std::size_t r = config_.large_segment_rounding;
-    if (rounded > size_max - (r - 1))
+    if (z.rounded > size_max - (r - 1))
       throw_error(errc::invalid_argument, "umem pool " + describe() + ": allocate(" +
                                               std::to_string(bytes) + "): the size overflows "
                                               "when rounded up to a segment of a multiple of " +
                                               std::to_string(r) + " bytes");
-    segment_bytes = (rounded + r - 1) / r * r;
+    z.segment_bytes = (z.rounded + r - 1) / r * r;
   }
+  return z;
+}
+
+void* caching_pool::allocate(std::size_t bytes) {
+  // The fast path first: sizes a thread cache may hold need none of the checks below.
+  if (void* p = allocate_cached(bytes)) return p;
+  const auto [rounded, c, segment_bytes] = size_request(bytes, false);
 
   // Counted once, for the attempt that finally fails (allocate_locked may be tried twice).
   auto failed = [&](const error& e) {
@@ -204,15 +210,7 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size
     b = new_segment_block(rounded, segment_bytes, c, bytes);
   }
   try {
-    if (spare_live_.empty()) {
-      live_.emplace(b->address, live_block{b, c});
-    } else {
-      live_map::node_type node = std::move(spare_live_.back());
-      spare_live_.pop_back();
-      node.key() = b->address;
-      node.mapped() = live_block{b, c};
-      live_.insert(std::move(node));
-    }
+    insert_live(b, live_block{b, c, false});
   } catch (...) {
     list.release(b);
     throw;
@@ -233,6 +231,22 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size
       recommit(rec, begin, end);
     }
   }
+  return hand_out(b, c, bytes);
+}
+
+void caching_pool::insert_live(block* b, const live_block& lb) {
+  if (spare_live_.empty()) {
+    live_.emplace(b->address, lb);
+    return;
+  }
+  live_map::node_type node = std::move(spare_live_.back());
+  spare_live_.pop_back();
+  node.key() = b->address;
+  node.mapped() = lb;
+  live_.insert(std::move(node));
+}
+
+caching_pool::handout caching_pool::hand_out(block* b, size_class c, std::size_t bytes) {
   b->requested = bytes;
   b->live_requested.store(bytes, std::memory_order_relaxed);
   const std::uint64_t t = ticket::next_live(b->ticket.load(std::memory_order_relaxed));
@@ -243,14 +257,45 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size
   return {b, t};
 }
 
+void* caching_pool::allocate_segment(std::size_t bytes) {
+  const sizing z = size_request(bytes, true);
+  const size_class c = z.pool;
+  std::lock_guard lock(mutex_);
+  try {
+    const segment seg = obtain_segment(z.segment_bytes, bytes, false);
+    block* first = add_segment(seg, c);
+    block* b = large_.take(first, seg.size);
+    try {
+      insert_live(b, live_block{b, c, true});
+    } catch (...) {
+      large_.release(b);
+      release_segment(b, c);
+      throw;
+    }
+    return reinterpret_cast<void*>(hand_out(b, c, bytes).b->address);
+  } catch (const error& e) {
+    if (e.code() == errc::out_of_memory) ++stats_[counter::num_ooms];
+    throw;
+  }
+}
+
 block* caching_pool::new_segment_block(std::size_t block_bytes, std::size_t segment_bytes,
                                        size_class c, std::size_t request) {
   const bool expandable = c == size_class::large_pool && config_.expandable_segments;
   if (expandable)
     if (block* b = grow_block(block_bytes, request)) return b;
   const segment seg = obtain_segment(segment_bytes, request, expandable);
+  block* first = add_segment(seg, c);
+  // The newest reservation is the one with room left (Note [Expandable segments]).
+  if (expandable && seg.reserved_size > seg.size) growable_ = address_of(seg.base);
+  return list_of(c).take(first, block_bytes);
+}
+
+// Makes `seg` from the upstream this pool's, as one free block; gives it back on failure.
+block* caching_pool::add_segment(const segment& seg, size_class c) {
   const std::uintptr_t base = address_of(seg.base);
   free_list& list = list_of(c);
+  block* first = nullptr;
   try {
     const auto [it, inserted] = segments_.emplace(base, segment_record{seg, nullptr, c, {}});
     if (!inserted)
@@ -258,7 +303,7 @@ block* caching_pool::new_segment_block(std::size_t block_bytes, std::size_t segm
                                       upstream_.describe() +
                                       ") returned a segment this pool already holds");
     try {
-      it->second.first = list.add_segment(base, seg.size);
+      first = it->second.first = list.add_segment(base, seg.size);
     } catch (...) {
       segments_.erase(it);
       throw;
@@ -268,11 +313,9 @@ block* caching_pool::new_segment_block(std::size_t block_bytes, std::size_t segm
     ++stats_[counter::upstream_frees];
     throw;
   }
-  // The newest reservation is the one with room left (Note [Expandable segments]).
-  if (expandable && seg.reserved_size > seg.size) growable_ = base;
   change(metric::reserved_bytes, c, signed_size(seg.size));
   change(metric::segment, c, 1);
-  return list.take(segments_.at(base).first, block_bytes);
+  return first;
 }
 
 bool caching_pool::over_limit(std::size_t more) const {
@@ -479,10 +522,14 @@ void caching_pool::return_to_list(live_map::iterator it) {
   const std::size_t requested = lb.b->requested;
   live_map::node_type node = live_.extract(it);
   if (spare_live_.size() < max_spare_live_nodes) spare_live_.push_back(std::move(node));
-  list_of(lb.pool).release(lb.b);
+  block* first = list_of(lb.pool).release(lb.b);
   change(metric::allocated_bytes, lb.pool, -signed_size(size));
   change(metric::requested_bytes, lb.pool, -signed_size(requested));
   change(metric::allocation, lb.pool, -1);
+  if (lb.own_segment) {
+    release_segment(first, lb.pool);  // Note [Own segments]
+    return;
+  }
   keep_cache_under_limit();
 }
 
@@ -660,23 +707,28 @@ std::size_t caching_pool::release_free_segments(std::size_t keep_cached) {
   std::size_t released = 0;
   for (const auto& [b, c] : candidates) {
     if (cached_bytes() <= keep_cached) break;
-    const auto it = segments_.find(b->segment_base);
-    const segment seg = it->second.seg;
-    const std::size_t given_back = recommit_bytes(it->second, address_of(seg.base),
-                                                  address_of(seg.base) + seg.size);
-    list_of(c).remove_segment(b);
-    segments_.erase(it);
-    if (address_of(seg.base) == growable_) growable_ = 0;
-    upstream_.deallocate(seg);
-    ++stats_[counter::upstream_frees];
-    decommitted_bytes_ -= given_back;
-    change(metric::reserved_bytes, c, -signed_size(seg.size - given_back));
-    change(metric::segment, c, -1);
-    released += seg.size;
+    released += release_segment(b, c);
   }
   if (released != 0)
     log().debug("umem pool {}: returned {} bytes to the upstream", describe(), released);
   return released;
+}
+
+// Gives the fully free segment whose first block is `first` back to the upstream; its size.
+std::size_t caching_pool::release_segment(block* first, size_class c) {
+  const auto it = segments_.find(first->segment_base);
+  const segment seg = it->second.seg;
+  const std::size_t given_back =
+      recommit_bytes(it->second, address_of(seg.base), address_of(seg.base) + seg.size);
+  list_of(c).remove_segment(first);
+  segments_.erase(it);
+  if (address_of(seg.base) == growable_) growable_ = 0;
+  upstream_.deallocate(seg);
+  ++stats_[counter::upstream_frees];
+  decommitted_bytes_ -= given_back;
+  change(metric::reserved_bytes, c, -signed_size(seg.size - given_back));
+  change(metric::segment, c, -1);
+  return seg.size;
 }
 
 pool_stats caching_pool::stats() const {

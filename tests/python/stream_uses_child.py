@@ -89,14 +89,21 @@ out["other_stream_during_capture_gets_another"] = alloc(size, B) != p
 lib.umem_torch_capture_end()
 out["events_recorded_at_capture_end"] = events.records - recorded
 
-# Segments lent to PyTorch's own pools are not counted as PyTorch allocations here.
+# Segments lent to PyTorch's own pools are not counted as PyTorch allocations here, and are
+# memory of their own: never a block umem has cached.
+cached = alloc(64 << 20, A)
+pinned = alloc(4 << 20, A)  # in the same segment, so that the segment stays
+L.check(lib.umem_torch_release(ctypes.c_void_p(cached)))
+L.check(lib.umem_torch_empty_cache(1, ctypes.byref(ctypes.c_size_t())))  # into umem's pool
 seg = ctypes.c_void_p()
 s0 = stats()
 L.check(lib.umem_torch_segment_alloc(2 << 20, 0, ctypes.byref(seg)))
 s1 = stats()
+out["segment_outside_the_cache"] = not cached <= seg.value < cached + (64 << 20)
 out["segment_alloc_counted"] = s1.allocated_bytes[0].current - s0.allocated_bytes[0].current
 out["segment_in_reserved"] = s1.reserved_bytes[0].current - s0.reserved_bytes[0].current
 L.check(lib.umem_torch_segment_free(seg))
+L.check(lib.umem_torch_release(ctypes.c_void_p(pinned)))
 
 # The segments visitor sees a live block with its requested size.
 keep = alloc(3 << 20, A)

@@ -37,6 +37,7 @@ def test_record_stream_capture_deferral_and_pytorch_statistics(package_dir):
     assert r["other_stream_during_capture_gets_another"] is True
     assert r["events_recorded_at_capture_end"] >= 1
     assert r["segment_alloc_counted"] == 0
+    assert r["segment_outside_the_cache"] is True
     assert r["segment_in_reserved"] == 0  # lent memory is PyTorch's to report
     # One live block, requested 3 MiB; its size is what the pool handed out (a free block whose
     # remainder would have been 1 MiB or less is not split, as in PyTorch).

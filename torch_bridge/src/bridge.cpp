@@ -349,7 +349,10 @@ void bridge::deallocate_host(void* p) { deallocate(p); }
 
 void* bridge::allocate_segment(std::size_t bytes, int device) {
   if (bytes == 0) throw_error(errc::invalid_argument, "umem torch bridge: allocation of 0 bytes");
-  void* p = allocate_with_retry(bytes, request_for(device), device);
+  // PyTorch caches and counts these segments itself (allocator.hpp, request::own_segment).
+  alloc::request r = request_for(device);
+  r.own_segment = true;
+  void* p = allocate_with_retry(bytes, r, device);
   const std::size_t usable = alloc_->allocation_size(p);
   std::lock_guard lock(mutex_);
   lent_[p] = {usable, device};

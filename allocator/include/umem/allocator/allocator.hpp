@@ -74,6 +74,9 @@ using device_source_factory = std::function<std::unique_ptr<device_memory_source
 struct request {
   std::optional<placement> where;
   std::optional<coherence> kind;
+  // A segment of its own, never carved from the cache and returned to the system when freed
+  // (caching_pool.hpp, Note [Own segments]): for callers that cache memory themselves.
+  bool own_segment = false;
 };
 
 class allocator {
@@ -141,7 +144,7 @@ class allocator {
                 std::unique_ptr<gpu_mapper> mapper, device_source_factory device_sources);
   // allocate() once the pool is chosen: the cache-trimming retry and the spill policy.
   void* allocate_from(caching_pool& home, const resolved_placement& resolved,
-                      coherence kind, std::size_t bytes);
+                      coherence kind, std::size_t bytes, bool own_segment);
 
   struct impl;
   std::unique_ptr<impl> impl_;

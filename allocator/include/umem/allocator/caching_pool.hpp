@@ -61,6 +61,16 @@
 // statistics (Note [Statistics with thread caches]). trim(), an allocation that runs out of
 // memory, and a thread's exit return thread-cached blocks to the pool first.
 //
+// Note [Own segments]
+// allocate_segment() serves callers that cache memory themselves and count what they hold as
+// reserved, as if it came from cudaMalloc: PyTorch's private pools (CUDA graphs, MemPool) under
+// umem. Carving their segments from this pool's free blocks would hide that memory from the
+// reserved total while the caller counts it as new, and keep it cached twice. So such a
+// request gets a segment of its own from the upstream (rounded up to large_segment_rounding,
+// handed out whole, counted as one large-pool segment and allocation), subject to limit_bytes
+// like any segment, never split, never cached: freeing it returns it to the upstream at once,
+// as cudaFree does.
+//
 // Note [Statistics with thread caches]
 // current, allocated and freed of allocated_bytes, requested_bytes and allocation are exact:
 // what callers allocated and freed, whichever path served them. A peak is the highest value of
@@ -132,6 +142,9 @@ class caching_pool {
   // At least `bytes` bytes aligned to config().alignment. Throws umem::error: invalid_argument
   // for 0 or a size that overflows when rounded; out_of_memory (Note [Running out]).
   void* allocate(std::size_t bytes);
+  // A segment for `bytes` alone, returned to the upstream when freed (Note [Own segments]).
+  // Throws as allocate() does.
+  void* allocate_segment(std::size_t bytes);
   // The fast path alone (Note [Fast path]), inline for the allocator's front end: a block from the
   // calling thread's cache, or nullptr (then allocate() decides). Never throws.
   void* allocate_cached(std::size_t bytes) {
@@ -189,6 +202,7 @@ class caching_pool {
   struct live_block {
     block* b = nullptr;
     size_class pool = size_class::large_pool;
+    bool own_segment = false;  // Note [Own segments]: its segment goes back with it
   };
 
   using live_map = std::unordered_map<std::uintptr_t, live_block>;
@@ -196,6 +210,14 @@ class caching_pool {
     block* b = nullptr;
     std::uint64_t ticket = 0;
   };
+  // What allocate() and allocate_segment() (`own_segment`, always large) make of a request, or
+  // invalid_argument.
+  struct sizing {
+    std::size_t rounded = 0;        // to the alignment
+    size_class pool = size_class::large_pool;
+    std::size_t segment_bytes = 0;  // of a new segment for it
+  };
+  sizing size_request(std::size_t bytes, bool own_segment) const;
   // Releases that were not callers' frees (thread-cached blocks returned to the pool), and the
   // difference between what callers' locked frees released and what the pool had counted for
   // those blocks (requested bytes change when a thread cache reuses a block): both per class,
@@ -215,6 +237,10 @@ class caching_pool {
   void change(metric m, size_class c, std::int64_t delta);
   block* new_segment_block(std::size_t block_bytes, std::size_t segment_bytes, size_class c,
                            std::size_t request);
+  block* add_segment(const segment& seg, size_class c);
+  void insert_live(block* b, const live_block& lb);
+  handout hand_out(block* b, size_class c, std::size_t bytes);
+  std::size_t release_segment(block* first, size_class c);
   segment obtain_segment(std::size_t segment_bytes, std::size_t request, bool growable);
   block* grow_block(std::size_t block_bytes, std::size_t request);
   bool over_limit(std::size_t more) const;

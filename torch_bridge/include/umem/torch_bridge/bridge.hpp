@@ -103,7 +103,9 @@ class bridge {
 
   // Memory PyTorch's own caching allocator takes for its private pools (graph captures,
   // MemPools): the device's umem memory, left out of this bridge's statistics since PyTorch counts
-  // what it does with it (a pool segment is not reserved twice). Throws like allocate().
+  // what it does with it (a pool segment is not reserved twice). Each is a segment of its own,
+  // given back to the system when PyTorch frees it, as cudaMalloc's would be (Note [Own
+  // segments] in caching_pool.hpp). Throws like allocate().
   void* allocate_segment(std::size_t bytes, int device);
   void deallocate_segment(void* p);
 
