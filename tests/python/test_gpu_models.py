@@ -1,5 +1,5 @@
 """Real models with umem in its default configuration beside PyTorch's own allocator, each in a
-process of its own (gpu_workloads.py): same seeds, deterministic algorithms, so the losses must
+process of its own (bench/torch_alloc/workloads.py, which the training benchmark runs too): same seeds, deterministic algorithms, so the losses must
 be equal. Needs transformers and torchvision (the GPU machine has both)."""
 import json
 import os
@@ -14,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def workload(name, allocator, compile_mode=None, steps=20):
-    cmd = [sys.executable, os.path.join(HERE, "gpu_workloads.py"), name, "--allocator", allocator,
+    cmd = [sys.executable, os.path.join(HERE, "..", "..", "bench", "torch_alloc", "workloads.py"), name, "--allocator", allocator,
            "--steps", str(steps)]
     if compile_mode:
         cmd += ["--compile", compile_mode]

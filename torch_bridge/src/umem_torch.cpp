@@ -1,5 +1,5 @@
 // The C ABI of the torch bridge (umem/umem_torch.h): every entry point catches everything and keeps
-// the message per thread, except umem_torch_malloc in OOM-exception mode (torch_error.hpp).
+// the message per thread, except umem_torch_malloc in OOM-exception mode (umem_torch_set_oom_exceptions in umem_torch.h).
 #include "umem/allocator/c_status.hpp"
 #include "umem/umem_torch.h"
 
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -21,7 +22,6 @@
 #include "umem/core/snapshot.hpp"
 #include "umem/torch_bridge/bridge.hpp"
 #include "umem/torch_bridge/rank_binding.hpp"
-#include "umem/torch_bridge/torch_error.hpp"
 
 namespace {
 
@@ -139,8 +139,7 @@ void* umem_torch_malloc(ssize_t size, int device, void* stream) {
     if (size == 0) return;  // PyTorch asks for empty tensors; NULL is their data pointer
     p = get_bridge().allocate(static_cast<std::size_t>(size), device, stream);
   });
-  if (s != UMEM_OK && oom_exceptions.load())
-    umem::torch_bridge::throw_torch_error(s == UMEM_ERR_OUT_OF_MEMORY, last_error);
+  if (s != UMEM_OK && oom_exceptions.load()) throw std::runtime_error(last_error);
   return p;
 }
 

@@ -47,10 +47,12 @@ umem_status umem_torch_init(const char* conf);
 void* umem_torch_malloc(ssize_t size, int device, void* stream);
 void umem_torch_free(void* ptr, ssize_t size, int device, void* stream);
 
-/* 0 (default): umem_torch_malloc returns NULL on failure. 1: it throws PyTorch's
- * c10::OutOfMemoryError (torch.cuda.OutOfMemoryError in Python) on out-of-memory and c10::Error
- * (RuntimeError) on other failures, with umem's message: PyTorch's pluggable allocator does not
- * check for NULL. Only umem.torch.enable() turns this on; C callers must never. */
+/* 0 (default): umem_torch_malloc returns NULL on failure. 1: it throws std::runtime_error with
+ * umem's message (RuntimeError in Python; on out-of-memory the message starts with PyTorch's
+ * "CUDA out of memory." line): PyTorch's pluggable allocator does not check for NULL. Only the
+ * pluggable mode of umem.torch.enable() turns this on; C callers must never. The extension mode
+ * raises torch.cuda.OutOfMemoryError itself (umem_cuda_allocator.cpp); a C++ exception of PyTorch's
+ * own types cannot be thrown from here without linking PyTorch. */
 void umem_torch_set_oom_exceptions(int enable);
 
 /* CPU memory for tensors: `node` >= 0 places it on that NUMA node, -1 uses the configured policy.

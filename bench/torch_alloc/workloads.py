@@ -2,10 +2,10 @@
 and a Llama-architecture model (random init, small) and a torchvision ResNet-50. Run as a script
 it prints one JSON line: the losses, the median step time and PyTorch's peak memory statistics.
 
-    python3 gpu_workloads.py gpt2 --allocator umem [--compile default|reduce-overhead]
+    python3 bench/torch_alloc/workloads.py gpt2 --allocator umem [--compile default|reduce-overhead]
 
 --allocator umem calls umem.torch.enable() (default configuration) before anything touches the
-GPU; torch keeps PyTorch's own allocator. The model is built on the CPU and moved with .to(),
+GPU; torch keeps PyTorch's own allocator (configured by PYTORCH_CUDA_ALLOC_CONF, as always). The model is built on the CPU and moved with .to(),
 as users do. Deterministic algorithms are on, so equal allocators' losses are equal."""
 import argparse
 import json
