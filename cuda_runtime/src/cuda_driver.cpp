@@ -93,6 +93,13 @@ cuda_driver::~cuda_driver() {
   if (handle_ != nullptr) dlclose(handle_);
 }
 
+bool cuda_driver::has_virtual_memory() const {
+  return fns_.cuMemGetAllocationGranularity != nullptr && fns_.cuMemAddressReserve != nullptr &&
+         fns_.cuMemAddressFree != nullptr && fns_.cuMemCreate != nullptr &&
+         fns_.cuMemRelease != nullptr && fns_.cuMemMap != nullptr && fns_.cuMemUnmap != nullptr &&
+         fns_.cuMemSetAccess != nullptr;
+}
+
 std::string cuda_driver::result_text(cu_result r) const {
   const char* name = nullptr;
   const char* text = nullptr;

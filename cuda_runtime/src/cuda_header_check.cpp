@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <type_traits>
 
 #include "umem/cuda_runtime/cuda_compat.hpp"
@@ -55,6 +56,14 @@ static_assert(cc::attribute::pageable_memory_access_uses_host_page_tables ==
 static_assert(cc::attribute::direct_managed_mem_access_from_host ==
               CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST);
 static_assert(cc::attribute::host_numa_id == CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
+static_assert(cc::attribute::virtual_memory_management_supported ==
+              CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+
+static_assert(cc::vmm::allocation_type_pinned == CU_MEM_ALLOCATION_TYPE_PINNED);
+static_assert(cc::vmm::handle_type_none == CU_MEM_HANDLE_TYPE_NONE);
+static_assert(cc::vmm::location_type_device == CU_MEM_LOCATION_TYPE_DEVICE);
+static_assert(cc::vmm::access_read_write == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+static_assert(cc::vmm::granularity_minimum == CU_MEM_ALLOC_GRANULARITY_MINIMUM);
 
 static_assert(cc::host_register::portable == CU_MEMHOSTREGISTER_PORTABLE);
 static_assert(cc::host_register::devicemap == CU_MEMHOSTREGISTER_DEVICEMAP);
@@ -70,6 +79,24 @@ static_assert(sizeof(CUdevice) == sizeof(cu_device));
 static_assert(std::is_same_v<CUdeviceptr, cu_deviceptr>);
 static_assert(sizeof(CUuuid) == sizeof(cu_uuid));
 static_assert(sizeof(CUstreamCaptureMode) == sizeof(int));
+static_assert(std::is_same_v<CUmemGenericAllocationHandle, cu_mem_handle>);
+// The VMM structs travel by pointer: their layouts must be cuda.h's field by field.
+static_assert(sizeof(CUmemLocation) == sizeof(cu_mem_location));
+static_assert(offsetof(CUmemLocation, type) == offsetof(cu_mem_location, type));
+static_assert(offsetof(CUmemLocation, id) == offsetof(cu_mem_location, id));
+static_assert(sizeof(CUmemAllocationProp) == sizeof(cu_mem_allocation_prop));
+static_assert(offsetof(CUmemAllocationProp, type) == offsetof(cu_mem_allocation_prop, type));
+static_assert(offsetof(CUmemAllocationProp, requestedHandleTypes) ==
+              offsetof(cu_mem_allocation_prop, requested_handle_types));
+static_assert(offsetof(CUmemAllocationProp, location) ==
+              offsetof(cu_mem_allocation_prop, location));
+static_assert(offsetof(CUmemAllocationProp, win32HandleMetaData) ==
+              offsetof(cu_mem_allocation_prop, win32_handle_meta_data));
+static_assert(offsetof(CUmemAllocationProp, allocFlags) ==
+              offsetof(cu_mem_allocation_prop, alloc_flags));
+static_assert(sizeof(CUmemAccessDesc) == sizeof(cu_mem_access_desc));
+static_assert(offsetof(CUmemAccessDesc, location) == offsetof(cu_mem_access_desc, location));
+static_assert(offsetof(CUmemAccessDesc, flags) == offsetof(cu_mem_access_desc, flags));
 
 // mirror<T>: each cuda.h type of a declaration as the table spells it.
 template <class T> struct mirror { using type = T; };
@@ -86,6 +113,9 @@ template <> struct mirror<CUevent> { using type = cu_event; };
 template <> struct mirror<CUstream> { using type = cu_stream; };
 template <> struct mirror<CUuuid> { using type = cu_uuid; };
 template <> struct mirror<CUstreamCaptureMode> { using type = int; };
+template <> struct mirror<CUmemAllocationProp> { using type = cu_mem_allocation_prop; };
+template <> struct mirror<CUmemAccessDesc> { using type = cu_mem_access_desc; };
+template <> struct mirror<CUmemAllocationGranularity_flags> { using type = int; };
 
 // cuda.h declares the versioned names (cuMemHostRegister_v2 ...) as real functions too.
 #define UMEM_CUDA_CHECK(symbol, need, params)                                               \

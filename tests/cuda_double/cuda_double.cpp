@@ -16,11 +16,24 @@
 // host memory (aligned_alloc), so tests may touch it; umem_cuda_double_device_bytes_in_use tells
 // what is allocated. Whether a device is discrete or unified is the snapshot's attributes
 // (PAGEABLE_MEMORY_ACCESS, INTEGRATED), as for the real driver.
+// Virtual memory management (Note [Growable device segments] in cuda_device_source.hpp; built
+// only with UMEM_CUDA_DOUBLE_WITH_VMM=1, the other build is a driver without those symbols): a
+// reservation is a PROT_NONE anonymous mapping of host address space; cuMemCreate takes device
+// memory from the same budget as cuMemAlloc; cuMemMap puts fresh inaccessible pages over the range
+// and cuMemSetAccess makes them read/write, so tests may touch mapped memory and a touch of an
+// unmapped range faults, as on the GPU. Unmapping drops the contents. VIRTUAL_MEMORY_MANAGEMENT_
+// SUPPORTED answers 1 (as the H200 does) until umem_cuda_double_set_vmm_supported(0); the
+// granularity is 2 MiB. umem_cuda_double_fail_next("cuMemMap", CUresult) makes the next call of
+// that entry point fail with that code; umem_cuda_double_vmm_handles / _reservations count what
+// is outstanding.
 // It is strict on purpose, to serve as a call checker: calls before cuInit, without a current
 // context, with unknown flags, overlapping or unknown registrations and unknown events are
 // rejected as the driver does; every memory and event call is written to a call log
 // (umem_cuda_double_call_log). umem_cuda_double_hold_events(1) keeps recorded events pending
 // until cuEventSynchronize, so tests can see query() answer "not yet".
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +68,25 @@ struct device_allocation {
   std::size_t device = 0;
 };
 
+struct vmm_handle {  // cuMemCreate
+  std::string id;  // "h1", "h2"
+  std::size_t size = 0;
+  std::size_t device = 0;
+  int mappings = 0;
+  bool released = false;  // cuMemRelease came while mapped: freed at the last unmap
+};
+
+struct vmm_mapping {
+  std::size_t size = 0;
+  unsigned long long handle = 0;
+};
+
+struct vmm_reservation {  // cuMemAddressReserve
+  std::string id;  // "a1", "a2"
+  std::size_t size = 0;
+  std::map<std::uintptr_t, vmm_mapping> mappings;  // by start address, disjoint
+};
+
 struct event_state {
   std::string id;
   bool pending = false;
@@ -70,6 +102,10 @@ struct state {
   std::map<std::uintptr_t, event_state> events;          // by handle value
   std::map<std::uintptr_t, device_allocation> device_memory;  // by device pointer
   std::vector<std::size_t> device_in_use;  // bytes of device memory allocated, per device
+  std::map<std::uintptr_t, vmm_reservation> reservations;  // by base address
+  std::map<unsigned long long, vmm_handle> handles;        // by handle value
+  bool vmm_supported = true;
+  std::map<std::string, cu_result> fail_next;  // entry point -> what its next call answers
   unsigned next_id = 1;
   bool hold_events = false;
   std::string log;
@@ -138,6 +174,10 @@ std::optional<int> attribute_of(const umem::agent& a, int attr) {
     case cc::attribute::direct_managed_mem_access_from_host:
       return b(c.direct_managed_mem_access_from_host);
     case cc::attribute::host_numa_id: return c.host_numa_id.value_or(-1);  // as CUDA >= 12.2
+#if UMEM_CUDA_DOUBLE_WITH_VMM
+    case cc::attribute::virtual_memory_management_supported:
+      return the_state().vmm_supported ? 1 : 0;
+#endif
     default: return std::nullopt;
   }
 }
@@ -345,6 +385,15 @@ UMEM_DOUBLE_EXPORT cu_result cuCtxSetCurrent(cu_context ctx) {
   return res::success;
 }
 
+UMEM_DOUBLE_EXPORT cu_result cuCtxSynchronize() {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (!has_context(s)) return res::invalid_context;
+  log_line(s, "synchronize " + std::to_string(*device_of(s, current)));
+  return res::success;
+}
+
 UMEM_DOUBLE_EXPORT cu_result cuMemGetInfo_v2(std::size_t* free_bytes, std::size_t* total) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
@@ -389,6 +438,221 @@ UMEM_DOUBLE_EXPORT cu_result cuMemFree_v2(cu_deviceptr p) {
   s.device_memory.erase(it);
   return res::success;
 }
+
+#if UMEM_CUDA_DOUBLE_WITH_VMM
+namespace {
+
+constexpr std::size_t kVmmGranularity = std::size_t{2} << 20;
+constexpr unsigned long long kHandleTag = 0x484Eull << 48;  // "HN": never a small integer
+
+// What umem_cuda_double_fail_next set for `call`, once.
+std::optional<cu_result> injected_failure(state& s, const char* call) {
+  const auto it = s.fail_next.find(call);
+  if (it == s.fail_next.end()) return std::nullopt;
+  const cu_result r = it->second;
+  s.fail_next.erase(it);
+  return r;
+}
+
+bool valid_location(const state& s, const cu_mem_location& l) {
+  return l.type == cc::vmm::location_type_device && l.id >= 0 &&
+         static_cast<std::size_t>(l.id) < s.devices.size();
+}
+
+bool valid_prop(const state& s, const cu_mem_allocation_prop* p) {
+  return p != nullptr && p->type == cc::vmm::allocation_type_pinned &&
+         p->requested_handle_types == cc::vmm::handle_type_none && valid_location(s, p->location);
+}
+
+// The reservation that holds all of [p, p + size), or end().
+std::map<std::uintptr_t, vmm_reservation>::iterator reservation_of(state& s, std::uintptr_t p,
+                                                                   std::size_t size) {
+  auto it = s.reservations.upper_bound(p);
+  if (it == s.reservations.begin()) return s.reservations.end();
+  --it;
+  return p - it->first <= it->second.size && size <= it->second.size - (p - it->first)
+             ? it
+             : s.reservations.end();
+}
+
+// "a3+2097152": a place in a reservation, for the call log.
+std::string where(const vmm_reservation& r, std::uintptr_t base, std::uintptr_t p) {
+  return r.id + "+" + std::to_string(p - base);
+}
+
+// Fresh pages with `prot` over [p, p + size): what was there is gone.
+bool replace_pages(std::uintptr_t p, std::size_t size, int prot) {
+  return mmap(reinterpret_cast<void*>(p), size, prot,
+              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != MAP_FAILED;
+}
+
+}  // namespace
+
+UMEM_DOUBLE_EXPORT cu_result cuMemGetAllocationGranularity(std::size_t* granularity,
+                                                           const cu_mem_allocation_prop* prop,
+                                                           int option) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (granularity == nullptr || !valid_prop(s, prop) || option < 0 || option > 1)
+    return res::invalid_value;
+  *granularity = kVmmGranularity;  // minimum and recommended alike, as on the H200
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuMemAddressReserve(cu_deviceptr* out, std::size_t size,
+                                                 std::size_t alignment, cu_deviceptr addr,
+                                                 unsigned long long flags) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (out == nullptr || size == 0 || size % kVmmGranularity != 0 || flags != 0 || addr != 0 ||
+      (alignment & (alignment - 1)) != 0)
+    return res::invalid_value;
+  if (auto r = injected_failure(s, "cuMemAddressReserve")) return *r;
+  const std::size_t align = std::max(alignment, kVmmGranularity);
+  const std::size_t span = size + align;
+  void* raw = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return res::out_of_memory;
+  const auto b = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t start = (b + align - 1) / align * align;
+  if (start > b) munmap(raw, start - b);
+  munmap(reinterpret_cast<void*>(start + size), b + span - start - size);
+  vmm_reservation r{"a" + std::to_string(s.next_id++), size, {}};
+  log_line(s, "address_reserve " + r.id + " " + std::to_string(size));
+  s.reservations.emplace(start, std::move(r));
+  *out = start;
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuMemAddressFree(cu_deviceptr p, std::size_t size) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const auto it = s.reservations.find(static_cast<std::uintptr_t>(p));
+  // The whole reservation, with nothing mapped in it any more.
+  if (it == s.reservations.end() || it->second.size != size || !it->second.mappings.empty())
+    return res::invalid_value;
+  log_line(s, "address_free " + it->second.id);
+  munmap(reinterpret_cast<void*>(it->first), size);
+  s.reservations.erase(it);
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuMemCreate(unsigned long long* handle, std::size_t size,
+                                         const cu_mem_allocation_prop* prop,
+                                         unsigned long long flags) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  if (handle == nullptr || size == 0 || size % kVmmGranularity != 0 || flags != 0 ||
+      !valid_prop(s, prop))
+    return res::invalid_value;
+  if (auto r = injected_failure(s, "cuMemCreate")) return *r;
+  const auto d = static_cast<std::size_t>(prop->location.id);
+  if (size > s.devices[d].cuda->total_memory_bytes - s.device_in_use[d]) return res::out_of_memory;
+  const unsigned id = s.next_id++;
+  vmm_handle h{"h" + std::to_string(id), size, d, 0, false};
+  log_line(s, "mem_create " + h.id + " " + std::to_string(size));
+  s.device_in_use[d] += size;
+  s.handles.emplace(kHandleTag + id, std::move(h));
+  *handle = kHandleTag + id;
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuMemRelease(unsigned long long handle) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const auto it = s.handles.find(handle);
+  if (it == s.handles.end() || it->second.released) return res::invalid_value;
+  log_line(s, "mem_release " + it->second.id);
+  it->second.released = true;
+  if (it->second.mappings == 0) {
+    s.device_in_use[it->second.device] -= it->second.size;
+    s.handles.erase(it);
+  }
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuMemMap(cu_deviceptr p, std::size_t size, std::size_t offset,
+                                      unsigned long long handle, unsigned long long flags) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const auto a = static_cast<std::uintptr_t>(p);
+  const auto h = s.handles.find(handle);
+  const auto r = reservation_of(s, a, size);
+  if (h == s.handles.end() || h->second.released) return res::invalid_handle;
+  if (size == 0 || flags != 0 || a % kVmmGranularity != 0 || size % kVmmGranularity != 0 ||
+      offset != 0 || size > h->second.size || r == s.reservations.end())
+    return res::invalid_value;
+  for (const auto& [start, m] : r->second.mappings)
+    if (a < start + m.size && start < a + size) return res::invalid_value;  // already mapped
+  if (auto failed = injected_failure(s, "cuMemMap")) return *failed;
+  if (!replace_pages(a, size, PROT_NONE)) return res::out_of_memory;
+  log_line(s, "mem_map " + where(r->second, r->first, a) + " " + std::to_string(size) + " " +
+                  h->second.id);
+  r->second.mappings.emplace(a, vmm_mapping{size, handle});
+  ++h->second.mappings;
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuMemUnmap(cu_deviceptr p, std::size_t size) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const auto a = static_cast<std::uintptr_t>(p);
+  const auto r = reservation_of(s, a, size);
+  if (size == 0 || r == s.reservations.end()) return res::invalid_value;
+  // Whole mappings only, back to back from `a` to `a + size`.
+  auto& mappings = r->second.mappings;
+  auto first = mappings.find(a);
+  auto last = first;
+  for (std::uintptr_t at = a; at != a + size; ++last) {
+    if (last == mappings.end() || last->first != at || last->second.size > a + size - at)
+      return res::invalid_value;
+    at += last->second.size;
+  }
+  log_line(s, "mem_unmap " + where(r->second, r->first, a) + " " + std::to_string(size));
+  replace_pages(a, size, PROT_NONE);
+  for (auto it = first; it != last; ++it) {
+    const auto h = s.handles.find(it->second.handle);
+    if (--h->second.mappings == 0 && h->second.released) {
+      s.device_in_use[h->second.device] -= h->second.size;
+      s.handles.erase(h);
+    }
+  }
+  mappings.erase(first, last);
+  return res::success;
+}
+
+UMEM_DOUBLE_EXPORT cu_result cuMemSetAccess(cu_deviceptr p, std::size_t size,
+                                            const cu_mem_access_desc* desc, std::size_t count) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  if (!s.initialised) return res::not_initialized;
+  const auto a = static_cast<std::uintptr_t>(p);
+  const auto r = reservation_of(s, a, size);
+  if (desc == nullptr || count != 1 || size == 0 || r == s.reservations.end() ||
+      !valid_location(s, desc->location) ||
+      (desc->flags != 0 && desc->flags != 1 && desc->flags != cc::vmm::access_read_write))
+    return res::invalid_value;
+  // Every byte of the range must be mapped.
+  std::uintptr_t at = a;
+  for (const auto& [start, m] : r->second.mappings)
+    if (start <= at && at < start + m.size) at = start + m.size;
+  if (at < a + size) return res::invalid_value;
+  if (auto failed = injected_failure(s, "cuMemSetAccess")) return *failed;
+  const int prot = desc->flags == cc::vmm::access_read_write ? PROT_READ | PROT_WRITE
+                   : desc->flags == 1                      ? PROT_READ
+                                                           : PROT_NONE;
+  if (mprotect(reinterpret_cast<void*>(a), size, prot) != 0) return res::unknown;
+  log_line(s, "set_access " + where(r->second, r->first, a) + " " + std::to_string(size) + " " +
+                  hex(static_cast<unsigned>(desc->flags)));
+  return res::success;
+}
+#endif  // UMEM_CUDA_DOUBLE_WITH_VMM
 
 UMEM_DOUBLE_EXPORT cu_result cuThreadExchangeStreamCaptureMode(int* mode) {
   if (mode == nullptr || *mode < cc::stream_capture_mode::global ||
@@ -529,6 +793,11 @@ UMEM_DOUBLE_EXPORT void umem_cuda_double_reset() {
   for (const auto& [handle, e] : s.events) delete reinterpret_cast<char*>(handle);
   for (const auto& [p, a] : s.device_memory) std::free(reinterpret_cast<void*>(p));
   s.device_memory.clear();
+  for (const auto& [base, r] : s.reservations) munmap(reinterpret_cast<void*>(base), r.size);
+  s.reservations.clear();
+  s.handles.clear();
+  s.vmm_supported = true;
+  s.fail_next.clear();
   s.device_in_use.clear();
   s.initialised = false;
   s.devices.clear();
@@ -557,10 +826,40 @@ UMEM_DOUBLE_EXPORT int umem_cuda_double_retains(int device) {
   return s.retains[static_cast<std::size_t>(device)];
 }
 
-// Bytes of device memory allocated on `device` (cuMemAlloc minus cuMemFree), -1 for no device.
+// Bytes of device memory allocated on `device` (cuMemAlloc and cuMemCreate, less what was freed
+// and released), -1 for no device.
 UMEM_DOUBLE_EXPORT long long umem_cuda_double_device_bytes_in_use(int device) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
   if (device < 0 || static_cast<std::size_t>(device) >= s.device_in_use.size()) return -1;
   return static_cast<long long>(s.device_in_use[static_cast<std::size_t>(device)]);
+}
+
+// VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED of every device (1 until set to 0).
+UMEM_DOUBLE_EXPORT void umem_cuda_double_set_vmm_supported(int supported) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  s.vmm_supported = supported != 0;
+}
+
+// The next call of `call` ("cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemAddressReserve")
+// answers `result` after its checks of the arguments, doing nothing; later calls behave again.
+UMEM_DOUBLE_EXPORT void umem_cuda_double_fail_next(const char* call, int result) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  s.fail_next[call] = result;
+}
+
+// cuMemCreate handles not yet released (or released but still mapped).
+UMEM_DOUBLE_EXPORT int umem_cuda_double_vmm_handles() {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  return static_cast<int>(s.handles.size());
+}
+
+// cuMemAddressReserve reservations not yet freed.
+UMEM_DOUBLE_EXPORT int umem_cuda_double_vmm_reservations() {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  return static_cast<int>(s.reservations.size());
 }

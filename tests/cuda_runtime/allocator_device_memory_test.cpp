@@ -1,11 +1,15 @@
 // The allocator on the CUDA backend (Note [Device placements] in allocator.hpp), through the CUDA
-// double: `device:0` on a discrete GPU is the GPU's own memory (cuMemAlloc, cached, trimmed with
-// cuMemFree, out of memory without spill), on a unified one it stays host memory, and host
-// placements are unaffected. Budgets are the served device's total memory.
+// double: `device:0` on a discrete GPU is the GPU's own memory (small segments from cuMemAlloc,
+// the large pool's expandable segment grown through the virtual memory API, cuMemAlloc where the
+// driver has none; cached, trimmed, out of memory without spill), on a unified one it stays host
+// memory, and host placements are unaffected. Budgets are the served device's total memory.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cuda_test_env.hpp"
 #include "umem/allocator/allocator.hpp"
@@ -29,19 +33,21 @@ class AllocatorDeviceMemory : public ::testing::Test {
  protected:
   // The double serves one H200 with kBudget of device memory; `pageable` makes it unified (HMM).
   // The model is this machine's NUMA nodes with the GPU on node 0, as live discovery builds it.
-  std::unique_ptr<allocator> make(const std::string& conf, bool pageable = false) {
+  // `candidates`: the double to load (test::cuda_double_no_vmm_candidates(): an old driver).
+  std::unique_ptr<allocator> make(
+      const std::string& conf, bool pageable = false,
+      const std::vector<std::string>& candidates = test::cuda_double_candidates()) {
     topology machine = test::h200_machine();
     machine.agents[0].cuda->total_memory_bytes = kBudget;
     machine.agents[0].cuda->pageable_memory_access = pageable;
     machine.agents[0].coherent_host_access = pageable;
     served_ = std::make_unique<test::cuda_double_machine>(machine);
     // Keeps the double loaded (and its state) after the allocator lets its driver go.
-    loaded_.emplace(cuda::cuda_driver::load_from(test::cuda_double_candidates()));
+    loaded_.emplace(cuda::cuda_driver::load_from(candidates));
     live_machine m;
     m.topo.hsa.state = runtime_state::no_library;
     m.topo.numa = numa::load_hwloc_live();
-    m.backend = select_gpu_backend(m.topo, gpu_backend_request::cuda, nullptr,
-                                   test::cuda_double_candidates());
+    m.backend = select_gpu_backend(m.topo, gpu_backend_request::cuda, nullptr, candidates);
     EXPECT_STREQ(m.backend->name(), "cuda");
     m.topo.gpu_numa = {{m.topo.gpus().at(0)->kfd_node, 0, "test", "the served GPU is on node 0"}};
     return std::make_unique<allocator>(parse_alloc_conf(conf), std::move(m));
@@ -52,22 +58,50 @@ class AllocatorDeviceMemory : public ::testing::Test {
   std::optional<cuda::cuda_driver> loaded_;
 };
 
-TEST_F(AllocatorDeviceMemory, DiscreteDeviceMemoryComesFromCuMemAllocAndIsCached) {
+TEST_F(AllocatorDeviceMemory, DiscreteDeviceMemoryIsCachedAndItsLargeSegmentGrowsInPlace) {
   auto a = make("thread_cache:0");
   void* p = a->allocate(3 * MiB, on_device0);
   EXPECT_EQ(a->kind_of(p), memory_kind::device);
   EXPECT_GE(a->allocation_size(p), 3 * MiB);
-  EXPECT_EQ(test::cuda_double_calls("mem_alloc "), 1);
+  EXPECT_EQ(test::cuda_double_calls("address_reserve "), 1);  // the expandable segment
+  EXPECT_EQ(test::cuda_double_calls("mem_create "), 1);
+  EXPECT_EQ(test::cuda_double_calls("mem_alloc "), 0);
   EXPECT_EQ(test::cuda_double_calls("register "), 0) << "device memory is not registered host memory";
   EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), static_cast<long long>(4 * MiB));
   a->deallocate(p);
   void* q = a->allocate(3 * MiB, on_device0);  // reused from the cache
-  EXPECT_EQ(test::cuda_double_calls("mem_alloc "), 1);
+  EXPECT_EQ(test::cuda_double_calls("mem_create "), 1);
+  void* r = a->allocate(3 * MiB, on_device0);  // the segment grows by 4 MiB, right after q
+  EXPECT_EQ(static_cast<char*>(r) - static_cast<char*>(q), static_cast<std::ptrdiff_t>(4 * MiB));
+  EXPECT_EQ(test::cuda_double_calls("address_reserve "), 1);
+  EXPECT_EQ(test::cuda_double_calls("mem_create "), 2);
+  EXPECT_EQ(a->memory_stats().at("segment.device0.current"), 1);
   a->deallocate(q);
-  EXPECT_EQ(test::cuda_double_calls("mem_free "), 0);
-  EXPECT_EQ(a->trim(), 4 * MiB);
-  EXPECT_EQ(test::cuda_double_calls("mem_free "), 1);
+  a->deallocate(r);
+  EXPECT_EQ(test::cuda_double_calls("mem_unmap "), 0);
+  EXPECT_EQ(a->trim(), 8 * MiB);
+  EXPECT_EQ(test::cuda_double_calls("mem_unmap "), 2);
+  EXPECT_EQ(test::cuda_double_vmm_handles(), 0);
+  EXPECT_EQ(test::cuda_double_vmm_reservations(), 0);
   EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), 0);
+}
+
+TEST_F(AllocatorDeviceMemory, WithoutTheVirtualMemoryApiLargeSegmentsComeFromCuMemAlloc) {
+  const test::use_cuda_double_without_vmm old_driver;
+  auto a = make("thread_cache:0", /*pageable=*/false, test::cuda_double_no_vmm_candidates());
+  void* p = a->allocate(3 * MiB, on_device0);
+  void* q = a->allocate(3 * MiB, on_device0);  // a second segment: the first cannot grow
+  EXPECT_EQ(a->kind_of(p), memory_kind::device);
+  EXPECT_EQ(test::cuda_double_calls("mem_alloc "), 2);
+  EXPECT_EQ(a->memory_stats().at("segment.device0.current"), 2);
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), static_cast<long long>(8 * MiB));
+  a->deallocate(p);
+  a->deallocate(q);
+  EXPECT_EQ(a->trim(), 8 * MiB);
+  EXPECT_EQ(test::cuda_double_calls("mem_free "), 2);
+  a.reset();
+  loaded_.reset();
+  served_.reset();  // resets the double without VMM while the guard still points at it
 }
 
 TEST_F(AllocatorDeviceMemory, ThePolicyDeviceTakesTheFastPathToTheDevicePool) {
@@ -166,6 +200,8 @@ TEST_F(AllocatorDeviceMemory, DestroyingTheAllocatorFreesDeviceMemoryAndTheConte
   EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), static_cast<long long>(8 * MiB));
   a.reset();
   EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), 0);
+  EXPECT_EQ(test::cuda_double_vmm_handles(), 0);
+  EXPECT_EQ(test::cuda_double_vmm_reservations(), 0);
   EXPECT_EQ(test::cuda_double_retains(0), 0);
 }
 

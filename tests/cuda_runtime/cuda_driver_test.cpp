@@ -76,6 +76,21 @@ TEST(CudaDriver, TheTableNamesTheVersionedEntryPoints) {
   EXPECT_NE(drv.fn().cuDeviceGetUuid_v2, nullptr);
 }
 
+TEST(CudaDriver, TheVirtualMemoryApiIsOptional) {
+  const auto symbols = cuda_symbols();
+  for (const char* name : {"cuMemGetAllocationGranularity", "cuMemAddressReserve",
+                           "cuMemAddressFree", "cuMemCreate", "cuMemRelease", "cuMemMap",
+                           "cuMemUnmap", "cuMemSetAccess"})
+    EXPECT_TRUE(std::any_of(symbols.begin(), symbols.end(), [&](const runtime_symbol& s) {
+      return std::string(s.name) == name && s.need == symbol_need::optional;
+    })) << name;
+  EXPECT_TRUE(cuda_driver::load_from(test::cuda_double_candidates()).has_virtual_memory());
+  const cuda_driver old = cuda_driver::load_from(test::cuda_double_no_vmm_candidates());
+  EXPECT_FALSE(old.has_virtual_memory());
+  EXPECT_EQ(old.fn().cuMemMap, nullptr);
+  EXPECT_NE(old.fn().cuCtxSynchronize, nullptr);  // required: every driver has it
+}
+
 TEST(CudaDriver, TheStreamCaptureModeIsExchangedPerThread) {
   const cuda_driver drv = cuda_driver::load_from(test::cuda_double_candidates());
   ASSERT_NE(drv.fn().cuThreadExchangeStreamCaptureMode, nullptr);

@@ -20,10 +20,30 @@ inline const std::vector<std::string>& cuda_double_candidates() {
   return c;
 }
 
+// The same double built without the virtual memory API (a driver before CUDA 10.2).
+inline const std::vector<std::string>& cuda_double_no_vmm_candidates() {
+  static const std::vector<std::string> c{UMEM_CUDA_DOUBLE_NO_VMM_PATH};
+  return c;
+}
+
+// The double the controls below talk to: the full one, or the one without the virtual memory
+// API while a use_cuda_double_without_vmm lives (each library has its own state).
+inline std::string& active_cuda_double() {
+  static std::string path = UMEM_CUDA_DOUBLE_PATH;
+  return path;
+}
+class use_cuda_double_without_vmm {
+ public:
+  use_cuda_double_without_vmm() { active_cuda_double() = UMEM_CUDA_DOUBLE_NO_VMM_PATH; }
+  ~use_cuda_double_without_vmm() { active_cuda_double() = UMEM_CUDA_DOUBLE_PATH; }
+  use_cuda_double_without_vmm(const use_cuda_double_without_vmm&) = delete;
+  use_cuda_double_without_vmm& operator=(const use_cuda_double_without_vmm&) = delete;
+};
+
 // Calls a test control of the (loaded) CUDA double.
 template <class Fn>
 Fn cuda_double_control(const char* name) {
-  void* h = dlopen(UMEM_CUDA_DOUBLE_PATH, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  void* h = dlopen(active_cuda_double().c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   if (h == nullptr) return nullptr;
   auto fn = reinterpret_cast<Fn>(dlsym(h, name));
   dlclose(h);  // still loaded by the test's cuda_driver
@@ -48,6 +68,25 @@ inline int cuda_double_retains(int device) {
 inline long long cuda_double_device_bytes_in_use(int device) {
   auto fn = cuda_double_control<long long (*)(int)>("umem_cuda_double_device_bytes_in_use");
   return fn != nullptr ? fn(device) : -2;
+}
+// VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED as the double answers it (1 after every reset).
+inline void cuda_double_set_vmm_supported(bool supported) {
+  if (auto fn = cuda_double_control<void (*)(int)>("umem_cuda_double_set_vmm_supported"))
+    fn(supported);
+}
+// The next call of the entry point `call` fails with `result`.
+inline void cuda_double_fail_next(const char* call, int result) {
+  if (auto fn = cuda_double_control<void (*)(const char*, int)>("umem_cuda_double_fail_next"))
+    fn(call, result);
+}
+// cuMemCreate handles and cuMemAddressReserve reservations outstanding (-2: not loaded).
+inline int cuda_double_vmm_handles() {
+  auto fn = cuda_double_control<int (*)()>("umem_cuda_double_vmm_handles");
+  return fn != nullptr ? fn() : -2;
+}
+inline int cuda_double_vmm_reservations() {
+  auto fn = cuda_double_control<int (*)()>("umem_cuda_double_vmm_reservations");
+  return fn != nullptr ? fn() : -2;
 }
 // How often `what` ("mem_alloc ", "register ") starts a line of the double's call log.
 inline int cuda_double_calls(const std::string& what) {

@@ -47,6 +47,8 @@ inline constexpr int can_use_host_pointer_for_registered_mem = 91;
 inline constexpr int host_register_supported = 99;
 inline constexpr int pageable_memory_access_uses_host_page_tables = 100;
 inline constexpr int direct_managed_mem_access_from_host = 101;
+// cuMemAddressReserve / cuMemCreate / cuMemMap work on this device (CUDA >= 10.2).
+inline constexpr int virtual_memory_management_supported = 102;
 inline constexpr int host_numa_id = 134;  // CUDA >= 12.2
 }  // namespace attribute
 
@@ -69,6 +71,17 @@ inline constexpr int global = 0;        // the default: unsafe calls during any 
 inline constexpr int thread_local_ = 1;  // only captures this thread began are checked
 inline constexpr int relaxed = 2;       // this thread's unsafe calls are not checked
 }  // namespace stream_capture_mode
+
+// The virtual memory management API (cuMemCreate, cuMemMap, cuMemSetAccess), CUDA >= 10.2:
+// CUmemAllocationType, CUmemAllocationHandleType, CUmemLocationType, CUmemAccess_flags and
+// CUmemAllocationGranularity_flags.
+namespace vmm {
+inline constexpr int allocation_type_pinned = 1;  // device memory that never migrates
+inline constexpr int handle_type_none = 0;        // not exportable to other processes
+inline constexpr int location_type_device = 1;    // CUmemLocation::id is a device ordinal
+inline constexpr int access_read_write = 3;       // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+inline constexpr int granularity_minimum = 0;     // what cuMemCreate and cuMemMap require
+}  // namespace vmm
 
 inline constexpr int pci_bus_id_size = 32;  // cuDeviceGetPCIBusId buffer (13 chars + NUL needed)
 inline constexpr int device_name_size = 256;

@@ -35,6 +35,29 @@ using cu_stream = cu_stream_st*;  // CUstream; null is the legacy default stream
 struct cu_uuid {                  // CUuuid
   char bytes[16];
 };
+// The virtual memory management API's types (cuMemCreate / cuMemMap); enums are int here, with
+// their values in cuda_compat::vmm.
+using cu_mem_handle = unsigned long long;  // CUmemGenericAllocationHandle
+struct cu_mem_location {                   // CUmemLocation
+  int type = 0;                            // CUmemLocationType
+  int id = 0;
+};
+struct cu_mem_allocation_prop {    // CUmemAllocationProp
+  int type = 0;                    // CUmemAllocationType
+  int requested_handle_types = 0;  // CUmemAllocationHandleType
+  cu_mem_location location;
+  void* win32_handle_meta_data = nullptr;
+  struct {
+    unsigned char compression_type = 0;
+    unsigned char gpu_direct_rdma_capable = 0;
+    unsigned short usage = 0;
+    unsigned char reserved[4] = {};
+  } alloc_flags;
+};
+struct cu_mem_access_desc {  // CUmemAccessDesc
+  cu_mem_location location;
+  int flags = 0;  // CUmemAccess_flags
+};
 // CUstreamCaptureMode is an enum (cuda_compat::stream_capture_mode); the table passes it as int.
 
 // X(symbol, required|optional, parameter list); every entry point returns cu_result.
@@ -53,6 +76,7 @@ struct cu_uuid {                  // CUuuid
   X(cuDevicePrimaryCtxRelease_v2, required, (cu_device))                           \
   X(cuCtxGetCurrent, required, (cu_context*))                                      \
   X(cuCtxSetCurrent, required, (cu_context))                                       \
+  X(cuCtxSynchronize, required, ())                                                \
   X(cuMemGetInfo_v2, required, (std::size_t*, std::size_t*))                       \
   X(cuMemAlloc_v2, required, (cu_deviceptr*, std::size_t))                         \
   X(cuMemFree_v2, required, (cu_deviceptr))                                        \
@@ -65,8 +89,22 @@ struct cu_uuid {                  // CUuuid
   X(cuEventSynchronize, required, (cu_event))                                      \
   X(cuEventDestroy_v2, required, (cu_event))                                       \
   X(cuStreamSynchronize, required, (cu_stream))                                    \
-  X(cuDeviceGetUuid_v2, optional, (cu_uuid*, cu_device))                          \
-  X(cuThreadExchangeStreamCaptureMode, optional, (int*))
+  X(cuDeviceGetUuid_v2, optional, (cu_uuid*, cu_device))                           \
+  X(cuThreadExchangeStreamCaptureMode, optional, (int*))                           \
+  X(cuMemGetAllocationGranularity, optional,                                       \
+    (std::size_t*, const cu_mem_allocation_prop*, int))                            \
+  X(cuMemAddressReserve, optional,                                                 \
+    (cu_deviceptr*, std::size_t, std::size_t, cu_deviceptr, unsigned long long))   \
+  X(cuMemAddressFree, optional, (cu_deviceptr, std::size_t))                       \
+  X(cuMemCreate, optional,                                                         \
+    (cu_mem_handle*, std::size_t, const cu_mem_allocation_prop*,                   \
+     unsigned long long))                                                          \
+  X(cuMemRelease, optional, (cu_mem_handle))                                       \
+  X(cuMemMap, optional,                                                            \
+    (cu_deviceptr, std::size_t, std::size_t, cu_mem_handle, unsigned long long))   \
+  X(cuMemUnmap, optional, (cu_deviceptr, std::size_t))                             \
+  X(cuMemSetAccess, optional,                                                      \
+    (cu_deviceptr, std::size_t, const cu_mem_access_desc*, std::size_t))
 
 // The entry points; null only for a missing optional symbol.
 struct cuda_functions {
@@ -96,6 +134,11 @@ class cuda_driver {
   ~cuda_driver();  // dlclose
 
   const cuda_functions& fn() const { return fns_; }
+  // Every entry point of the virtual memory management API is there (cuMemAddressReserve,
+  // cuMemCreate, cuMemMap, cuMemSetAccess and their inverses, cuMemGetAllocationGranularity;
+  // drivers since CUDA 10.2 export them). Whether a device supports it is a device attribute
+  // (cuda_compat::attribute::virtual_memory_management_supported).
+  bool has_virtual_memory() const;
   // The candidate that loaded, as given, and the file ld.so actually mapped.
   const std::string& path() const { return path_; }
   const std::string& resolved_path() const { return resolved_path_; }
