@@ -231,15 +231,16 @@ struct allocator::impl {
 
 namespace {
 
-void* take(caching_pool& pool, std::size_t bytes, bool own_segment) {
-  return own_segment ? pool.allocate_segment(bytes) : pool.allocate(bytes);
+void* take(caching_pool& pool, std::size_t bytes, const request& r) {
+  return r.own_segment ? pool.allocate_segment(bytes, r.headroom)
+                       : pool.allocate(bytes, r.headroom);
 }
 
 // Device memory never spills and is not held by other pools' caches (Note [Device placements]):
 // the pool has already trimmed itself and retried once, so what is left is to say where.
-void* allocate_on_device(caching_pool& pool, std::size_t bytes, bool own_segment) {
+void* allocate_on_device(caching_pool& pool, std::size_t bytes, const request& r) {
   try {
-    return take(pool, bytes, own_segment);
+    return take(pool, bytes, r);
   } catch (const error& e) {
     if (e.code() != errc::out_of_memory) throw;
     throw_error(errc::out_of_memory,
@@ -296,38 +297,37 @@ void* allocator::allocate(std::size_t bytes, const request& r) {
     const impl::route& route = impl_->default_route();
     if (!r.own_segment)
       if (void* p = route.home->allocate_cached(bytes)) return p;  // Note [Fast path]
-    if (route.device_memory) return allocate_on_device(*route.home, bytes, r.own_segment);
-    return allocate_from(*route.home, route.resolved, route.kind, bytes, r.own_segment);
+    if (route.device_memory) return allocate_on_device(*route.home, bytes, r);
+    return allocate_from(*route.home, route.resolved, route.kind, bytes, r);
   }
   const placement where = r.where.value_or(impl_->options.policy);
   if (where.kind == placement_kind::device)
     if (caching_pool* pool = impl_->device_for(where.index).pool.get())
-      return allocate_on_device(*pool, bytes, r.own_segment);
+      return allocate_on_device(*pool, bytes, r);
   const coherence kind = r.kind.value_or(where.kind == placement_kind::device
                                              ? impl_->options.device_kind
                                              : impl_->options.kind);
   const resolved_placement resolved = resolve_placement(where, impl_->options.spill, impl_->topo);
-  return allocate_from(impl_->pool_for(resolved.binding, kind), resolved, kind, bytes,
-                       r.own_segment);
+  return allocate_from(impl_->pool_for(resolved.binding, kind), resolved, kind, bytes, r);
 }
 
 void* allocator::allocate_from(caching_pool& home, const resolved_placement& resolved,
-                               coherence kind, std::size_t bytes, bool own_segment) {
+                               coherence kind, std::size_t bytes, const request& r) {
   try {
     try {
-      return take(home, bytes, own_segment);
+      return take(home, bytes, r);
     } catch (const error& e) {
       // The pool already trimmed itself and retried; a limit may still be held by other pools'
       // caches, so release those too and retry once more.
       if (e.code() != errc::out_of_memory || trim() == 0) throw;
-      return take(home, bytes, own_segment);
+      return take(home, bytes, r);
     }
   } catch (const error& e) {
     if (e.code() != errc::out_of_memory || resolved.spill_nodes.empty()) throw;
     // Spill: the nearest nodes by distance, in order (spill policy warn/allow).
     for (int node : resolved.spill_nodes) {
       try {
-        void* p = take(impl_->pool_for({bind_mode::bind, {node}}, kind), bytes, own_segment);
+        void* p = take(impl_->pool_for({bind_mode::bind, {node}}, kind), bytes, r);
         home.count_spill();
         if (impl_->options.spill == spill_policy::warn)
           log().warn("spilled {} bytes from {} to NUMA node {}: {}", bytes,

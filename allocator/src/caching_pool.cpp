@@ -153,7 +153,23 @@ caching_pool::sizing caching_pool::size_request(std::size_t bytes, bool own_segm
   return z;
 }
 
-void* caching_pool::allocate(std::size_t bytes) {
+// Note [Headroom]: sets call_cap_ for one locked call (mutex_ held for the scope's life).
+class caching_pool::headroom_scope {
+ public:
+  headroom_scope(caching_pool& pool, std::size_t headroom) : pool_(pool) {
+    const auto reserved =
+        static_cast<std::size_t>(pool.stats_(metric::reserved_bytes, size_class::all).current);
+    pool.call_cap_ = headroom > unbounded - reserved ? unbounded : reserved + headroom;
+  }
+  ~headroom_scope() { pool_.call_cap_ = unbounded; }
+  headroom_scope(const headroom_scope&) = delete;
+  headroom_scope& operator=(const headroom_scope&) = delete;
+
+ private:
+  caching_pool& pool_;
+};
+
+void* caching_pool::allocate(std::size_t bytes, std::size_t headroom) {
   // The fast path first: sizes a thread cache may hold need none of the checks below.
   if (void* p = allocate_cached(bytes)) return p;
   const auto [rounded, c, segment_bytes] = size_request(bytes, false);
@@ -170,7 +186,7 @@ void* caching_pool::allocate(std::size_t bytes) {
     if (thread_cache* mine = threads_->mine()) n_returned = mine->return_big(returned);
   handout h;
   try {
-    h = allocate_locked(bytes, rounded, c, segment_bytes,
+    h = allocate_locked(bytes, rounded, c, segment_bytes, headroom,
                         std::span<block* const>(returned.data(), n_returned));
   } catch (const error& first) {
     // Blocks in threads' caches may make a segment free (Note [Fast path]).
@@ -180,7 +196,7 @@ void* caching_pool::allocate(std::size_t bytes) {
       throw;
     }
     try {
-      h = allocate_locked(bytes, rounded, c, segment_bytes);
+      h = allocate_locked(bytes, rounded, c, segment_bytes, headroom);
     } catch (const error& second) {
       failed(second);
       throw;
@@ -197,8 +213,10 @@ void caching_pool::count_oom() {
 
 caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size_t rounded,
                                                     size_class c, std::size_t segment_bytes,
+                                                    std::size_t headroom,
                                                     std::span<block* const> returned) {
   std::lock_guard lock(mutex_);
+  const headroom_scope bound(*this, headroom);
   for (block* r : returned) release_cached(r);
   free_list& list = list_of(c);
   block* b = list.best_fit(rounded);
@@ -257,10 +275,11 @@ caching_pool::handout caching_pool::hand_out(block* b, size_class c, std::size_t
   return {b, t};
 }
 
-void* caching_pool::allocate_segment(std::size_t bytes) {
+void* caching_pool::allocate_segment(std::size_t bytes, std::size_t headroom) {
   const sizing z = size_request(bytes, true);
   const size_class c = z.pool;
   std::lock_guard lock(mutex_);
+  const headroom_scope bound(*this, headroom);
   try {
     const segment seg = obtain_segment(z.segment_bytes, bytes, false);
     block* first = add_segment(seg, c);
@@ -318,18 +337,26 @@ block* caching_pool::add_segment(const segment& seg, size_class c) {
   return first;
 }
 
+// The most reserved bytes allowed now: limit_bytes and the current call's headroom.
+std::size_t caching_pool::reserved_cap() const {
+  return std::min(config_.limit_bytes == 0 ? unbounded : config_.limit_bytes, call_cap_);
+}
+
 bool caching_pool::over_limit(std::size_t more) const {
-  const std::size_t limit = config_.limit_bytes;
+  const std::size_t cap = reserved_cap();
   const auto reserved =
       static_cast<std::size_t>(stats_(metric::reserved_bytes, size_class::all).current);
-  return limit != 0 && more > limit - std::min(limit, reserved);
+  return cap != unbounded && more > cap - std::min(cap, reserved);
 }
 
 std::string caching_pool::limit_text(std::size_t more, const char* what) const {
-  return std::string(what) + " of " + std::to_string(more) +
-         " bytes would take the reserved bytes from " +
-         std::to_string(stats_(metric::reserved_bytes, size_class::all).current) +
-         " past the pool's limit of " + std::to_string(config_.limit_bytes) +
+  const std::string start = std::string(what) + " of " + std::to_string(more) +
+                            " bytes would take the reserved bytes from " +
+                            std::to_string(stats_(metric::reserved_bytes, size_class::all).current);
+  if (config_.limit_bytes == 0 || call_cap_ < config_.limit_bytes)
+    return start + " past the " + std::to_string(call_cap_) +
+           " bytes this request may reach (the caller's headroom)";
+  return start + " past the pool's limit of " + std::to_string(config_.limit_bytes) +
          " bytes (limit_bytes); free memory or raise the limit";
 }
 
@@ -442,9 +469,10 @@ segment caching_pool::obtain_segment(std::size_t segment_bytes, std::size_t requ
     give_back();
     fail_out_of_memory(request, "the upstream rounded a segment of " +
                                     std::to_string(segment_bytes) + " bytes up to " +
-                                    std::to_string(got) + ", past the pool's limit of " +
-                                    std::to_string(config_.limit_bytes) +
-                                    " bytes (limit_bytes)");
+                                    std::to_string(got) + ", past the " +
+                                    std::to_string(reserved_cap()) +
+                                    " bytes the pool may reserve (limit_bytes, or the caller's "
+                                    "headroom)");
   }
   return seg;
 }

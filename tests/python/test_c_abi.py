@@ -102,6 +102,24 @@ def test_memory_fraction_caps_reserved_memory_not_what_the_cache_serves():
     lib().umem_torch_free(p, 64 << 20, 0, STREAM_A)
 
 
+def test_memory_fraction_refuses_a_growth_before_it_is_reserved():
+    # A live block keeps the expandable segment from being given back: a growth made for a
+    # refused request would stay reserved, and the next request would get it for free.
+    L.check(lib().umem_torch_empty_cache(1, None))
+    keep = lib().umem_torch_malloc(64 << 20, 0, STREAM_A)
+    reserved = stats(0)["reserved_bytes.all.current"]
+    L.check(lib().umem_torch_set_memory_fraction(1e-12, 0))
+    try:
+        for _ in range(2):
+            assert lib().umem_torch_malloc(256 << 20, 0, STREAM_A) is None
+            assert lib().umem_torch_last_status() == L.UMEM_ERR_OUT_OF_MEMORY
+            assert "memory fraction caps device 0" in L.last_error()
+            assert stats(0)["reserved_bytes.all.current"] == reserved
+    finally:
+        L.check(lib().umem_torch_set_memory_fraction(1.0, 0))
+        lib().umem_torch_free(keep, 64 << 20, 0, STREAM_A)
+
+
 def test_memory_fraction_reads_back_and_zero_allows_no_new_memory():
     f = ctypes.c_double()
     L.check(lib().umem_torch_get_memory_fraction(0, ctypes.byref(f)))

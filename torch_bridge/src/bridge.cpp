@@ -238,19 +238,29 @@ std::int64_t bridge::reserved_for_cap(int device) const {
 }
 
 void* bridge::allocate_within_cap(std::size_t reported, int device, std::uint64_t cap) {
+  alloc::request r = request_for(device);
   for (int attempt = 0;; ++attempt) {
-    const std::int64_t before = reserved_for_cap(device);
-    void* p = allocate_with_retry(reported, request_for(device), device);
-    const std::int64_t after = reserved_for_cap(device);
-    if (after <= before || static_cast<std::uint64_t>(after) <= cap) return p;
-    alloc_->deallocate(p);
-    if (attempt == 1) {
-      alloc_->trim();  // what the refused request grew must not stay reserved for the next one
-      throw_oom(reported, device,
-                "the memory fraction caps device " + std::to_string(device) + " at " +
-                    std::to_string(cap) + " bytes reserved (torch.cuda.set_per_process_memory_" +
-                    "fraction), and this request needed " + std::to_string(after - before) +
-                    " bytes more of it than the cache could give back");
+    // What the cap leaves: the most this request may add to what is reserved (Note [Headroom]
+    // in caching_pool.hpp), so a refused request reserves nothing.
+    const std::int64_t reserved = reserved_for_cap(device);
+    r.headroom = static_cast<std::int64_t>(cap) > reserved
+                     ? static_cast<std::size_t>(static_cast<std::int64_t>(cap) - reserved)
+                     : 0;
+    try {
+      return alloc_->allocate(reported, r);
+    } catch (const error& e) {
+      if (e.code() != errc::out_of_memory) throw;
+      if (attempt == 1)
+        throw_oom(reported, device,
+                  "the memory fraction caps device " + std::to_string(device) + " at " +
+                      std::to_string(cap) + " bytes reserved (torch.cuda.set_per_process_memory_" +
+                      "fraction), " + std::to_string(reserved) + " are reserved, even after the " +
+                      "cache was given back: " + e.what());
+      {
+        std::lock_guard lock(mutex_);
+        ++usage_[device].num_alloc_retries;
+        ++total_.num_alloc_retries;
+      }
     }
     // Like PyTorch's allocator at its cap: give the cache back, then try once more.
     if (captures_.load() == 0) cache_->release_all(false);

@@ -77,6 +77,9 @@ struct request {
   // A segment of its own, never carved from the cache and returned to the system when freed
   // (caching_pool.hpp, Note [Own segments]): for callers that cache memory themselves.
   bool own_segment = false;
+  // The most bytes this request may add to the reserved bytes of the pool that serves it
+  // (caching_pool.hpp, Note [Headroom]): for callers with a budget of their own.
+  std::size_t headroom = SIZE_MAX;
 };
 
 class allocator {
@@ -144,7 +147,7 @@ class allocator {
                 std::unique_ptr<gpu_mapper> mapper, device_source_factory device_sources);
   // allocate() once the pool is chosen: the cache-trimming retry and the spill policy.
   void* allocate_from(caching_pool& home, const resolved_placement& resolved,
-                      coherence kind, std::size_t bytes, bool own_segment);
+                      coherence kind, std::size_t bytes, const request& r);
 
   struct impl;
   std::unique_ptr<impl> impl_;

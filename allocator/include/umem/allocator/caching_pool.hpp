@@ -71,6 +71,14 @@
 // like any segment, never split, never cached: freeing it returns it to the upstream at once,
 // as cudaFree does.
 //
+// Note [Headroom]
+// allocate() and allocate_segment() take the most bytes the call may add to the pool's reserved
+// bytes: what a caller with a budget of its own across pools (the torch bridge's memory fraction,
+// Note [Memory fraction] in bridge.hpp) has left. It bounds growths, new segments and reused
+// given-back pages exactly like limit_bytes (Note [Running out]: the cache is trimmed first,
+// then the call fails with out_of_memory without calling the upstream), so a refused request
+// never leaves memory reserved behind it; blocks the cache already holds are always served.
+//
 // Note [Statistics with thread caches]
 // current, allocated and freed of allocated_bytes, requested_bytes and allocation are exact:
 // what callers allocated and freed, whichever path served them. A peak is the highest value of
@@ -139,12 +147,14 @@ class caching_pool {
   caching_pool(const caching_pool&) = delete;
   caching_pool& operator=(const caching_pool&) = delete;
 
-  // At least `bytes` bytes aligned to config().alignment. Throws umem::error: invalid_argument
-  // for 0 or a size that overflows when rounded; out_of_memory (Note [Running out]).
-  void* allocate(std::size_t bytes);
+  static constexpr std::size_t unbounded = SIZE_MAX;  // no headroom of the caller's
+  // At least `bytes` bytes aligned to config().alignment, adding at most `headroom` bytes to the
+  // reserved bytes (Note [Headroom]). Throws umem::error: invalid_argument for 0 or a size that
+  // overflows when rounded; out_of_memory (Note [Running out]).
+  void* allocate(std::size_t bytes, std::size_t headroom = unbounded);
   // A segment for `bytes` alone, returned to the upstream when freed (Note [Own segments]).
   // Throws as allocate() does.
-  void* allocate_segment(std::size_t bytes);
+  void* allocate_segment(std::size_t bytes, std::size_t headroom = unbounded);
   // The fast path alone (Note [Fast path]), inline for the allocator's front end: a block from the
   // calling thread's cache, or nullptr (then allocate() decides). Never throws.
   void* allocate_cached(std::size_t bytes) {
@@ -229,7 +239,10 @@ class caching_pool {
   free_list& list_of(size_class c) { return c == size_class::small_pool ? small_ : large_; }
   // `returned`: blocks a thread cache gave back (thread_cache::return_big), released first.
   handout allocate_locked(std::size_t bytes, std::size_t rounded, size_class c,
-                          std::size_t segment_bytes, std::span<block* const> returned = {});
+                          std::size_t segment_bytes, std::size_t headroom,
+                          std::span<block* const> returned = {});
+  class headroom_scope;
+  std::size_t reserved_cap() const;
   void count_oom();
   void release_cached(block* b);
   std::size_t flush_thread_caches();
@@ -272,6 +285,7 @@ class caching_pool {
   std::uintptr_t growable_ = 0;  // base of the large segment that grows; 0: none
   std::size_t decommitted_bytes_ = 0;  // in all segments
   bool decommit_refused_ = false;      // the upstream cannot decommit: never ask again
+  std::size_t call_cap_ = unbounded;   // reserved bytes the current call may reach (Note [Headroom])
   live_map live_;  // allocated blocks by address
   // Hash nodes of live_ kept after an erase for the next allocation (no heap call per block).
   std::vector<live_map::node_type> spare_live_;

@@ -129,8 +129,11 @@ class bridge {
   // Note [Memory fraction]
   // As in PyTorch's caching allocator, the cap bounds the memory reserved for the device (umem's
   // pools, less the segments lent to PyTorch's private pools, plus what those pools reserve), not
-  // the bytes allocated: a request the cache serves always passes, and one that makes the
-  // reservation grow past the cap is refused once the cache has been given back.
+  // the bytes allocated: a request the cache serves always passes, and one that would make the
+  // reservation grow past the cap is refused before anything is reserved for it (the pools get
+  // what the cap leaves as headroom, Note [Headroom] in caching_pool.hpp), once the cache has
+  // been given back. Refusing after the fact would not do: an expandable segment that grew for
+  // the refused request keeps the growth, and the retry would then get it for free.
   void set_memory_fraction(double fraction, int device);
   double memory_fraction(int device) const;
   // {free, total} bytes (umem_torch.h).
@@ -178,8 +181,8 @@ class bridge {
   template <class F>
   void for_each_usage(int device, F&& f);
   void* allocate_with_retry(std::size_t bytes, const alloc::request& r, int device);
-  // Note [Memory fraction]: allocate_with_retry, refused when it grew the reserved memory past
-  // `cap` even after the cache was given back.
+  // Note [Memory fraction]: an allocation whose pool may add what `cap` leaves, tried again once
+  // after the cache was given back.
   void* allocate_within_cap(std::size_t reported, int device, std::uint64_t cap);
   // What the memory fraction caps: the pools' reserved bytes of `device` less the segments lent
   // to PyTorch's own pools, plus what those pools reserve (set_external_reserved).
