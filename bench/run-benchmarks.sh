@@ -83,6 +83,14 @@ carry docs/trace-replay.md "Results on the H200" \
   "Real training traces: umem vs PyTorch's caching allocator (from docs/trace-replay.md)" \
   "Regenerate: \`bash bench/trace_replay/cca/run-on-h200.sh DIR\` on the GPU machine (see" \
   "docs/trace-replay.md); umem alone, quick, on any machine: \`ctest -L '^trace\$'\`."
+carry docs/pytorch-parity.md "Training on the H200: umem against PyTorch's allocator, default and expandable" \
+  "Training on the H200: umem vs PyTorch's allocator (from docs/pytorch-parity.md)" \
+  "Regenerate: \`python3 bench/torch_alloc/training.py\` on the GPU machine (see" \
+  "docs/pytorch-parity.md)."
+carry docs/pytorch-parity.md "Real traces replayed from C++ through PyTorch's allocator interface" \
+  "Real traces from C++ through PyTorch's allocator interface (from docs/pytorch-parity.md)" \
+  "Regenerate: \`python3 bench/torch_alloc/trace_replay.py TRACE.csv.gz...\` on the GPU machine" \
+  "(see docs/pytorch-parity.md)."
 carry docs/pytorch-parity.md "One alloc+free through PyTorch on the H200" \
   "One alloc+free through PyTorch: umem vs PyTorch's allocator (from docs/pytorch-parity.md)" \
   "Regenerate: \`python3 bench/torch_alloc/alloc_free.py\` on the GPU machine (see" \
