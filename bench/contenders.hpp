@@ -16,8 +16,8 @@
 #include <string>
 
 #include "umem/allocator/allocator.hpp"
-#include "umem/allocator/caching_pool.hpp"
-#include "umem/allocator/host_numa_source.hpp"
+#include "umem/allocator/detail/pool/caching_pool.hpp"
+#include "umem/allocator/source/host_numa_source.hpp"
 
 namespace umem::bench {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "size_mix.hpp"
-#include "umem/allocator/host_numa_source.hpp"
+#include "umem/allocator/source/host_numa_source.hpp"
 
 namespace umem::bench {
 namespace {

@@ -17,10 +17,10 @@ if(UMEM_SANITIZE)
   add_link_options(-fsanitize=${UMEM_SANITIZE})
 endif()
 
-# umem_layer(NAME DEPS ...): a static, PIC library from NAME/src/*.cpp with NAME/include public.
+# umem_layer(NAME DEPS ...): a static, PIC library from NAME/src/**/*.cpp with NAME/include public.
 function(umem_layer name)
   cmake_parse_arguments(L "" "" "DEPS;PRIVATE_DEPS" ${ARGN})
-  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/*.cpp)
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/*.cpp)
   if(NOT srcs)  # a layer whose issue has not landed yet
     set(srcs ${PROJECT_SOURCE_DIR}/cmake/empty.cpp)
   endif()

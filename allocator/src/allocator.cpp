@@ -10,12 +10,12 @@
 #include <tuple>
 #include <vector>
 
-#include "umem/allocator/caching_pool.hpp"
-#include "umem/allocator/gpu_visible_source.hpp"
-#include "umem/allocator/host_numa_source.hpp"
-#include "umem/allocator/limiting_source.hpp"
-#include "umem/allocator/live_machine.hpp"
-#include "umem/allocator/os_memory.hpp"
+#include "umem/allocator/detail/pool/caching_pool.hpp"
+#include "umem/allocator/gpu/gpu_visible_source.hpp"
+#include "umem/allocator/source/host_numa_source.hpp"
+#include "umem/allocator/source/limiting_source.hpp"
+#include "umem/allocator/gpu/live_machine.hpp"
+#include "umem/allocator/source/os_memory.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <new>
 
-#include "umem/allocator/c_status.hpp"
+#include "umem/allocator/detail/c_status.hpp"
 #include "umem/allocator/allocator.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"

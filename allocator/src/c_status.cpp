@@ -1,4 +1,4 @@
-#include "umem/allocator/c_status.hpp"
+#include "umem/allocator/detail/c_status.hpp"
 
 namespace umem::alloc {
 

@@ -4,8 +4,7 @@
 #include <charconv>
 #include <optional>
 
-#include "umem/allocator/os_memory.hpp"
-#include "umem/core/detail/text.hpp"
+#include "umem/allocator/source/os_memory.hpp"
 #include "umem/core/error.hpp"
 
 namespace umem::alloc {
@@ -211,10 +210,6 @@ std::string to_string(const placement& p) {
   return "?";
 }
 
-std::string format_node_set(const std::vector<int>& nodes) {
-  return umem::detail::format_id_ranges(nodes);
-}
-
 spill_policy parse_spill_policy(std::string_view text) {
   if (text == "never") return spill_policy::never;
   if (text == "warn") return spill_policy::warn;
@@ -238,24 +233,6 @@ populate_mode parse_populate_mode(std::string_view text) {
   if (text == "map_populate") return populate_mode::map_populate;
   throw_error(errc::invalid_argument,
               "populate mode '" + std::string(text) + "': expected none, touch or map_populate");
-}
-
-const char* to_string(populate_mode m) {
-  switch (m) {
-    case populate_mode::none: return "none";
-    case populate_mode::touch: return "touch";
-    case populate_mode::map_populate: return "map_populate";
-  }
-  return "?";
-}
-
-const char* to_string(bind_mode m) {
-  switch (m) {
-    case bind_mode::bind: return "bind";
-    case bind_mode::preferred: return "preferred";
-    case bind_mode::interleave: return "interleave";
-  }
-  return "?";
 }
 
 }  // namespace umem::alloc

@@ -12,7 +12,7 @@
 #include "replay.hpp"
 #include "reserving_source.hpp"
 #include "trace_file.hpp"
-#include "umem/allocator/host_numa_source.hpp"
+#include "umem/allocator/source/host_numa_source.hpp"
 #include "umem/core/error.hpp"
 
 namespace {

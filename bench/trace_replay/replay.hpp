@@ -18,8 +18,8 @@
 
 #include "report.hpp"
 #include "trace.hpp"
-#include "umem/allocator/caching_pool.hpp"
-#include "umem/allocator/segment.hpp"
+#include "umem/allocator/detail/pool/caching_pool.hpp"
+#include "umem/allocator/source/segment.hpp"
 
 namespace umem::trace_replay {
 

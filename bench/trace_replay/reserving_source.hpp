@@ -15,7 +15,7 @@
 #include <cstddef>
 #include <string>
 
-#include "umem/allocator/segment.hpp"
+#include "umem/allocator/source/segment.hpp"
 
 namespace umem::trace_replay {
 

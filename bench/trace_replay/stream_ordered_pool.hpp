@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <map>
 
-#include "umem/allocator/caching_pool.hpp"
+#include "umem/allocator/detail/pool/caching_pool.hpp"
 
 namespace umem::trace_replay {
 

@@ -8,7 +8,7 @@
 
 #include "allocator/fake_upstream.hpp"
 #include "umem/allocator/allocator.hpp"
-#include "umem/allocator/no_gpu_mapper.hpp"
+#include "umem/allocator/gpu/no_gpu_mapper.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 

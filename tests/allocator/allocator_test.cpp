@@ -10,7 +10,7 @@
 #include "allocator/fake_upstream.hpp"
 #include "allocator/mi300a_double_fixture.hpp"
 #include "umem/allocator/allocator.hpp"
-#include "umem/allocator/no_gpu_mapper.hpp"
+#include "umem/allocator/gpu/no_gpu_mapper.hpp"
 #include "umem/core/error.hpp"
 
 namespace {

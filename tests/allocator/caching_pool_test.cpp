@@ -2,7 +2,7 @@
 // limits, OOM retry and misuse. Sizes and expected values are worked out by hand from the
 // default pool_config (256 B alignment, 1 MiB small threshold, 2 MiB small segments, large
 // segments rounded to 2 MiB).
-#include "umem/allocator/caching_pool.hpp"
+#include "umem/allocator/detail/pool/caching_pool.hpp"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 
 #include "fake_upstream.hpp"
 #include "pool_test_support.hpp"
-#include "umem/allocator/caching_pool.hpp"
+#include "umem/allocator/detail/pool/caching_pool.hpp"
 #include "umem/core/error.hpp"
 
 namespace umem::alloc {

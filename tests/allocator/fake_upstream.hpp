@@ -12,7 +12,7 @@
 #include <mutex>
 #include <string>
 
-#include "umem/allocator/segment.hpp"
+#include "umem/allocator/source/segment.hpp"
 #include "umem/core/error.hpp"
 
 namespace umem::alloc::test {

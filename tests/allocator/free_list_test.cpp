@@ -1,5 +1,5 @@
 // The free-list policy on fake addresses: no memory is allocated or touched.
-#include "umem/allocator/free_list.hpp"
+#include "umem/allocator/detail/pool/free_list.hpp"
 
 #include <gtest/gtest.h>
 

@@ -16,9 +16,9 @@
 
 #include "allocator/mi300a_double_fixture.hpp"
 #include "hsa_runtime/rocr_test_env.hpp"
-#include "umem/allocator/gpu_backend.hpp"
-#include "umem/allocator/no_gpu_mapper.hpp"
-#include "umem/allocator/rocr_gpu_mapper.hpp"
+#include "umem/allocator/gpu/gpu_backend.hpp"
+#include "umem/allocator/gpu/no_gpu_mapper.hpp"
+#include "umem/allocator/gpu/rocr_gpu_mapper.hpp"
 #include "umem/core/error.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"

@@ -11,8 +11,8 @@
 
 #include "allocator/mi300a_double_fixture.hpp"
 #include "fake_upstream.hpp"
-#include "umem/allocator/gpu_visible_source.hpp"
-#include "umem/allocator/limiting_source.hpp"
+#include "umem/allocator/gpu/gpu_visible_source.hpp"
+#include "umem/allocator/source/limiting_source.hpp"
 #include "umem/core/error.hpp"
 
 namespace umem::alloc {

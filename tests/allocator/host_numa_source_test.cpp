@@ -1,6 +1,6 @@
 // host_numa_source on this machine, checked with the kernel's own answers (get_mempolicy,
 // move_pages, /proc/self/smaps) read here directly rather than through umem's wrappers.
-#include "umem/allocator/host_numa_source.hpp"
+#include "umem/allocator/source/host_numa_source.hpp"
 
 #include <gtest/gtest.h>
 #include <numaif.h>

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "hsa_runtime/rocr_test_env.hpp"
-#include "umem/allocator/rocr_gpu_mapper.hpp"
+#include "umem/allocator/gpu/rocr_gpu_mapper.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
 #include "umem/importers/numactl_importer.hpp"

@@ -7,7 +7,7 @@
 
 #include "fake_upstream.hpp"
 #include "pool_test_support.hpp"
-#include "umem/allocator/caching_pool.hpp"
+#include "umem/allocator/detail/pool/caching_pool.hpp"
 
 namespace umem::alloc {
 namespace {

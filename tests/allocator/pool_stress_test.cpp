@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "fake_upstream.hpp"
-#include "umem/allocator/caching_pool.hpp"
+#include "umem/allocator/detail/pool/caching_pool.hpp"
 
 namespace umem::alloc {
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "umem/allocator/host_numa_source.hpp"
+#include "umem/allocator/source/host_numa_source.hpp"
 #include "umem/core/error.hpp"
 
 namespace {

@@ -11,8 +11,8 @@
 
 #include "hip_runtime/hip_test_env.hpp"
 #include "hsa_runtime/rocr_test_env.hpp"
-#include "umem/allocator/gpu_backend.hpp"
-#include "umem/allocator/live_machine.hpp"
+#include "umem/allocator/gpu/gpu_backend.hpp"
+#include "umem/allocator/gpu/live_machine.hpp"
 #include "umem/core/error.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"

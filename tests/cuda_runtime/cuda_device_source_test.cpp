@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "cuda_test_env.hpp"
-#include "umem/allocator/cuda_device_source.hpp"
+#include "umem/allocator/gpu/cuda_device_source.hpp"
 #include "umem/core/error.hpp"
 #include "umem/cuda_runtime/cuda_discovery.hpp"
 

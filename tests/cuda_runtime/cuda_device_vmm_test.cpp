@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "cuda_test_env.hpp"
-#include "umem/allocator/caching_pool.hpp"
-#include "umem/allocator/cuda_device_source.hpp"
+#include "umem/allocator/detail/pool/caching_pool.hpp"
+#include "umem/allocator/gpu/cuda_device_source.hpp"
 #include "umem/core/error.hpp"
 #include "umem/cuda_runtime/cuda_compat.hpp"
 #include "umem/cuda_runtime/cuda_discovery.hpp"

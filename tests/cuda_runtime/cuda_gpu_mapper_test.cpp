@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "cuda_test_env.hpp"
-#include "umem/allocator/cuda_gpu_mapper.hpp"
+#include "umem/allocator/gpu/cuda_gpu_mapper.hpp"
 #include "umem/core/error.hpp"
 #include "umem/cuda_runtime/cuda_discovery.hpp"
 

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "cuda_test_env.hpp"
-#include "umem/allocator/cuda_gpu_mapper.hpp"
-#include "umem/allocator/gpu_backend.hpp"
-#include "umem/allocator/no_gpu_mapper.hpp"
+#include "umem/allocator/gpu/cuda_gpu_mapper.hpp"
+#include "umem/allocator/gpu/gpu_backend.hpp"
+#include "umem/allocator/gpu/no_gpu_mapper.hpp"
 #include "umem/core/error.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"

@@ -4,7 +4,7 @@
 
 #include "cuda_test_env.hpp"
 #include "report.hpp"
-#include "umem/allocator/gpu_backend.hpp"
+#include "umem/allocator/gpu/gpu_backend.hpp"
 
 namespace umem::umtopo {
 namespace {

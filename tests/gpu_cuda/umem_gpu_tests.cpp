@@ -13,7 +13,7 @@
 
 #include "kernels.hpp"
 #include "umem/allocator/allocator.hpp"
-#include "umem/allocator/live_machine.hpp"
+#include "umem/allocator/gpu/live_machine.hpp"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "umem/allocator/rocr_gpu_mapper.hpp"
+#include "umem/allocator/gpu/rocr_gpu_mapper.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/fs_root.hpp"
 #include "umem/hsa_runtime/rocr_compat.hpp"

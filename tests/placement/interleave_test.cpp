@@ -7,7 +7,7 @@
 #include <string>
 
 #include "placement_checks.hpp"
-#include "umem/allocator/host_numa_source.hpp"
+#include "umem/allocator/source/host_numa_source.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 
 namespace umem::placement_test {

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "placement_checks.hpp"
-#include "umem/allocator/host_numa_source.hpp"
+#include "umem/allocator/source/host_numa_source.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 
 namespace umem::placement_test {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "placement_checks.hpp"
-#include "umem/allocator/os_memory.hpp"
+#include "umem/allocator/source/os_memory.hpp"
 
 namespace umem::placement_test {
 namespace {

@@ -7,8 +7,8 @@
 
 #include "placement_checks.hpp"
 #include "umem/allocator/allocator.hpp"
-#include "umem/allocator/host_numa_source.hpp"
-#include "umem/allocator/no_gpu_mapper.hpp"
+#include "umem/allocator/source/host_numa_source.hpp"
+#include "umem/allocator/gpu/no_gpu_mapper.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 

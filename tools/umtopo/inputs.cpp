@@ -10,7 +10,7 @@
 #include "umem/importers/rocminfo_importer.hpp"
 #include "umem/numa/gpu_numa_mapping.hpp"
 #include "umem/numa/hwloc_source.hpp"
-#include "umem/allocator/live_machine.hpp"
+#include "umem/allocator/gpu/live_machine.hpp"
 
 namespace umem::umtopo {
 namespace {

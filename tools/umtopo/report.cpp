@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "umem/allocator/gpu_memory_kind.hpp"
+#include "umem/allocator/gpu/gpu_memory_kind.hpp"
 #include "umem/core/apu_view.hpp"
 #include "umem/core/detail/text.hpp"
 

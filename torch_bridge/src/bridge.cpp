@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <tuple>
 
-#include "umem/allocator/live_machine.hpp"
+#include "umem/allocator/gpu/live_machine.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"

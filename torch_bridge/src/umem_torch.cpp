@@ -1,6 +1,6 @@
 // The C ABI of the torch bridge (umem/umem_torch.h): every entry point catches everything and keeps
 // the message per thread, except umem_torch_malloc in OOM-exception mode (umem_torch_set_oom_exceptions in umem_torch.h).
-#include "umem/allocator/c_status.hpp"
+#include "umem/allocator/detail/c_status.hpp"
 #include "umem/umem_torch.h"
 
 #include <numaif.h>
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "umem/allocator/live_machine.hpp"
+#include "umem/allocator/gpu/live_machine.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/snapshot.hpp"
 #include "umem/torch_bridge/bridge.hpp"

@@ -39,12 +39,12 @@
 #include <vector>
 
 #include "umem/allocator/alloc_config.hpp"
-#include "umem/allocator/device_memory_source.hpp"
-#include "umem/allocator/gpu_mapper.hpp"
-#include "umem/allocator/live_machine.hpp"
+#include "umem/allocator/source/device_memory_source.hpp"
+#include "umem/allocator/gpu/gpu_mapper.hpp"
+#include "umem/allocator/gpu/live_machine.hpp"
 #include "umem/allocator/pool_stats.hpp"
 #include "umem/allocator/residency.hpp"
-#include "umem/allocator/segment.hpp"
+#include "umem/allocator/source/segment.hpp"
 #include "umem/core/topology.hpp"
 
 namespace umem::alloc {

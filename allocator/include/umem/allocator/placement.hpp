@@ -40,4 +40,12 @@ struct node_binding {
   bool operator==(const node_binding&) const = default;
 };
 
+// "bind" | "preferred" | "interleave".
+const char* to_string(bind_mode m);
+// "none" | "touch" | "map_populate".
+const char* to_string(populate_mode m);
+
+// A node set in the canonical text form ("0-3", "0,2", "0-2,5"); "" when empty.
+std::string format_node_set(const std::vector<int>& nodes);
+
 }  // namespace umem::alloc

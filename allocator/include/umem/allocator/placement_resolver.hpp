@@ -56,12 +56,5 @@ const char* to_string(spill_policy s);
 
 // "none" | "touch" | "map_populate".
 populate_mode parse_populate_mode(std::string_view text);
-const char* to_string(populate_mode m);
-
-// "bind" | "preferred" | "interleave".
-const char* to_string(bind_mode m);
-
-// A node set in the canonical text form ("0-3", "0,2", "0-2,5"); "" when empty.
-std::string format_node_set(const std::vector<int>& nodes);
 
 }  // namespace umem::alloc

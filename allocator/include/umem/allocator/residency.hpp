@@ -22,8 +22,8 @@
 #include <optional>
 #include <string>
 
-#include "umem/allocator/gpu_mapper.hpp"
-#include "umem/allocator/os_memory.hpp"
+#include "umem/allocator/gpu/gpu_mapper.hpp"
+#include "umem/allocator/source/os_memory.hpp"
 
 namespace umem::alloc {
 

@@ -40,7 +40,7 @@
 #include <utility>
 #include <vector>
 
-#include "umem/allocator/stream_event.hpp"
+#include "umem/allocator/gpu/stream_event.hpp"
 
 namespace umem::torch_bridge {
 

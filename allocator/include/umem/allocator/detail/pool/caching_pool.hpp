@@ -1,0 +1,299 @@
+// The caching pool: keeps memory obtained from an upstream_source and hands it out again without
+// upstream calls, like PyTorch's CUDA caching allocator and RMM's pool. One instance serves one
+// (NUMA binding, coherence kind); the allocator owns one per node and kind.
+//
+// Note [Small and large blocks]
+// Requests whose rounded size is at most small_max are carved from small_segment_size
+// segments ("small pool"); larger ones take the best-fitting free block of the large pool
+// (splitting it), else grow the expandable segment (Note [Expandable segments]) or take a new
+// segment of the request rounded up to large_segment_rounding. The two
+// never share a segment: small, short-lived blocks scattered through big segments would keep
+// those segments from ever becoming fully free, so they could never be trimmed. For the same
+// reason a large block is only split when the remainder is itself large (> small_max).
+//
+// Note [Expandable segments]
+// With pool_config::expandable_segments (the default), the large pool asks the upstream for its
+// segments with allocate_growable(), reserving expandable_reserve_bytes of address space, and
+// remembers the newest growable one. A large request that no free block fits then grows that
+// segment in place (upstream_source::grow, Note [Growable segments] in segment.hpp) by what its
+// free tail block lacks, rounded up to large_segment_rounding, instead of taking a new segment:
+// the tail merges with the growth, so memory cached at the end of the segment is never stranded
+// next to a new segment that is a little larger (what made the cache 12 % larger than the peak
+// in use on real training traces, docs/trace-replay.md). When the upstream refuses the growth
+// (it cannot grow, or the reservation is exhausted) the pool falls back to a new segment, which
+// becomes the growable one if it is. A growth is checked against limit_bytes and retried after
+// the upstream runs out exactly like a new segment (Note [Running out]), counts as one
+// upstream_allocs and adds to reserved_bytes but not to the segment gauge. A grown segment is
+// one segment everywhere (owns(), snapshot(), trim()): it goes back to the upstream whole when
+// it is entirely free; its free tail is not given back on its own. The default is on because it
+// costs nothing with a source that cannot grow (the calls fall back to allocate()); turn it off
+// for a source whose growth is much more expensive than a new segment. The small pool never
+// grows: its segments are small_segment_size each.
+//
+// Note [Decommitted pages]
+// An expandable segment rarely becomes entirely free, so max_cached_bytes could not be honoured by
+// returning whole segments alone. So before the large pool commits more memory (grows a segment,
+// takes a new one, or reuses decommitted granules) while its cache (reserved - allocated) is above
+// max_cached_bytes, it gives back the pages of whole large_segment_rounding granules inside free
+// large blocks (upstream_source::decommit, Note [Decommitted pages] in segment.hpp), largest free
+// spans first, until the cache is under the cap; reserved_bytes drops by what was given back.
+// Handing out a block that covers decommitted granules counts them as reserved again (the system
+// backs them on first touch; limit_bytes is checked as for a growth). Doing it when memory is
+// needed, not at every free, keeps frees free of system calls and gives back only what would
+// otherwise be added on top. Only sources whose memory stays pageable can (host memory, ROCr SVM
+// with XNACK on); with pinned memory (ROCr locks with XNACK off, CUDA registrations) the first
+// refusal turns it off for the pool. It trades page faults on reuse for memory: on real training
+// traces it keeps the peak reserved within a few percent of the peak allocated
+// (docs/trace-replay.md).
+//
+// Note [Running out]
+// Before asking the upstream for a segment that would take reserved bytes past limit_bytes, the
+// pool trims its cache; if that is not enough it fails with out_of_memory naming the limit and
+// never calls the upstream. When the upstream itself throws out_of_memory, the pool trims and, if
+// that released anything, retries once (num_alloc_retries). A final failure counts in num_ooms
+// and throws out_of_memory with the request, the pool's binding and coherence, and its stats.
+//
+// Note [Fast path]
+// With pool_config::thread_cache_bytes != 0 each thread keeps the blocks it frees in a cache of
+// its own and reuses them without the pool's lock (thread_cache.hpp, Note [Thread cache]); the
+// pool stays the owner of every block and of every decision the cache cannot make alone (unknown
+// pointers, double frees, blocks freed on another thread). Cached blocks count as cached in the
+// statistics (Note [Statistics with thread caches]). trim(), an allocation that runs out of
+// memory, and a thread's exit return thread-cached blocks to the pool first.
+//
+// Note [Own segments]
+// allocate_segment() serves callers that cache memory themselves and count what they hold as
+// reserved, as if it came from cudaMalloc: PyTorch's private pools (CUDA graphs, MemPool) under
+// umem. Carving their segments from this pool's free blocks would hide that memory from the
+// reserved total while the caller counts it as new, and keep it cached twice. So such a
+// request gets a segment of its own from the upstream (rounded up to large_segment_rounding,
+// handed out whole, counted as one large-pool segment and allocation), subject to limit_bytes
+// like any segment, never split, never cached: freeing it returns it to the upstream at once,
+// as cudaFree does.
+//
+// Note [Headroom]
+// allocate() and allocate_segment() take the most bytes the call may add to the pool's reserved
+// bytes: what a caller with a budget of its own across pools (the torch bridge's memory fraction,
+// Note [Memory fraction] in bridge.hpp) has left. It bounds growths, new segments and reused
+// given-back pages exactly like limit_bytes (Note [Running out]: the cache is trimmed first,
+// then the call fails with out_of_memory without calling the upstream), so a refused request
+// never leaves memory reserved behind it; blocks the cache already holds are always served.
+//
+// Note [Statistics with thread caches]
+// current, allocated and freed of allocated_bytes, requested_bytes and allocation are exact:
+// what callers allocated and freed, whichever path served them. A peak is the highest value of
+// the pool's own count, in which blocks waiting in thread caches still count as allocated: it
+// may exceed the true peak by at most what the threads' caches held at that moment (bounded by
+// thread_cache_bytes per thread). Set thread_cache_bytes = 0 for exact peaks.
+//
+// Thread safety: every member function may be called from any thread. One mutex per pool guards
+// all of its state, including the upstream calls made for it (upstream_source is thread-safe);
+// threads using pools of different nodes or kinds do not contend. Ownership: the pool owns its
+// segments and returns them to the upstream in trim() and its destructor; the upstream and the
+// optional global_peak_tracker must outlive it.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "umem/allocator/detail/pool/free_list.hpp"
+#include "umem/allocator/placement.hpp"
+#include "umem/allocator/pool_stats.hpp"
+#include "umem/allocator/source/segment.hpp"
+#include "umem/allocator/detail/pool/thread_cache_registry.hpp"
+#include "umem/core/topology.hpp"
+
+namespace umem::alloc {
+
+struct pool_config {
+  // Requests up to this size use the small pool (PyTorch's kSmallSize: its small pool takes
+  // blocks of up to 1 MiB, so the two allocators count the same blocks as small).
+  std::size_t small_max = std::size_t{1} << 20;
+  std::size_t small_segment_size = std::size_t{2} << 20;      // segments of the small pool
+  std::size_t large_segment_rounding = std::size_t{2} << 20;  // large segments: multiples of this
+  std::size_t alignment = 256;       // of every block and of every size (like CUDA's)
+  // reserved - allocated kept after a free; 0 = unlimited. Above it the pool returns fully free
+  // segments, then gives back free pages inside large segments (Note [Decommitted pages]).
+  std::size_t max_cached_bytes = 0;
+  std::size_t limit_bytes = 0;       // most reserved bytes of this pool; 0 = no limit
+  std::size_t thread_cache_bytes = 0;  // most bytes each thread caches (Note [Fast path]); 0 = off
+  // Large misses grow one segment in place (Note [Expandable segments]).
+  bool expandable_segments = true;
+  // Address space reserved for each growable segment (a multiple of the alignment); reserving
+  // costs no memory. A request larger than this reserves its own size.
+  std::size_t expandable_reserve_bytes = std::size_t{256} << 30;
+};
+
+class caching_pool {
+ public:
+  // Throws umem::error(invalid_argument) for an inconsistent config: alignment not a power of
+  // two; small_max, small_segment_size, large_segment_rounding or (when expandable)
+  // expandable_reserve_bytes zero or not a multiple of alignment; small_segment_size <
+  // small_max. `global`, when given, receives every change
+  // of a current value (Note [Merged peaks] in pool_stats.hpp).
+  caching_pool(upstream_source& upstream, node_binding binding, coherence kind,
+               pool_config config = {}, global_peak_tracker* global = nullptr);
+  // Returns every segment to the upstream. Blocks still allocated are lost to their holders (a
+  // warning is logged with their count): free them before destroying the pool.
+  ~caching_pool();
+  caching_pool(const caching_pool&) = delete;
+  caching_pool& operator=(const caching_pool&) = delete;
+
+  static constexpr std::size_t unbounded = SIZE_MAX;  // no headroom of the caller's
+  // At least `bytes` bytes aligned to config().alignment, adding at most `headroom` bytes to the
+  // reserved bytes (Note [Headroom]). Throws umem::error: invalid_argument for 0 or a size that
+  // overflows when rounded; out_of_memory (Note [Running out]).
+  void* allocate(std::size_t bytes, std::size_t headroom = unbounded);
+  // A segment for `bytes` alone, returned to the upstream when freed (Note [Own segments]).
+  // Throws as allocate() does.
+  void* allocate_segment(std::size_t bytes, std::size_t headroom = unbounded);
+  // The fast path alone (Note [Fast path]), inline for the allocator's front end: a block from the
+  // calling thread's cache, or nullptr (then allocate() decides). Never throws.
+  void* allocate_cached(std::size_t bytes) {
+    thread_cache* mine = threads_->mine();
+    if (mine == nullptr || bytes - 1 >= thread_cache::largest_cached) return nullptr;
+    const std::size_t align = config_.alignment;
+    block* b = mine->take((bytes + align - 1) & ~(align - 1), bytes);
+    return b ? reinterpret_cast<void*>(b->address) : nullptr;
+  }
+  // True when `p` went into the calling thread's cache; false: deallocate() decides.
+  bool deallocate_cached(const void* p) {
+    thread_cache* mine = threads_->mine_if_any();
+    return mine != nullptr && mine->put(p);
+  }
+  // Returns a block from allocate() to the cache; nullptr is ignored. Throws
+  // umem::error(invalid_argument) naming the pointer for a double free or a pointer this pool did
+  // not hand out, and changes nothing then.
+  void deallocate(void* p);
+  // The same for a pointer that may belong to another pool: returns false, changing nothing,
+  // when `p` lies in none of this pool's segments (one lock, where owns() + deallocate() take two).
+  bool deallocate_if_owned(void* p);
+  // True when `p` lies inside one of this pool's segments (allocated or not).
+  bool owns(const void* p) const;
+  // The usable size of the live allocation starting at `p` (>= the request, a multiple of the
+  // alignment). Throws umem::error(invalid_argument) if `p` is not one.
+  std::size_t block_size(const void* p) const;
+  // Returns every fully free segment to the upstream; the number of bytes released.
+  std::size_t trim();
+
+  pool_stats stats() const;
+  pool_snapshot snapshot() const;
+  void reset_peak_stats();
+  // The allocator placed an allocation here that was meant for another node.
+  void count_spill();
+  // Starts reporting to `global` (what the constructor's argument does), adding this pool's
+  // current values and peaks to it (global_peak_tracker::absorb). Throws
+  // umem::error(invalid_argument) when the pool already reports to a tracker.
+  void attach_global(global_peak_tracker& global);
+
+  const node_binding& binding() const { return binding_; }
+  coherence kind() const { return kind_; }
+  const pool_config& config() const { return config_; }
+  // "node 0 (bind), fine": used in messages.
+  std::string describe() const;
+
+ private:
+  struct segment_record {
+    segment seg;
+    block* first = nullptr;  // the block at seg.base (lives as long as the segment)
+    size_class pool = size_class::large_pool;
+    // Granules whose pages were given back (Note [Decommitted pages]): begin -> end, disjoint,
+    // never adjacent, all inside free blocks.
+    std::map<std::uintptr_t, std::uintptr_t> decommitted;
+  };
+  struct live_block {
+    block* b = nullptr;
+    size_class pool = size_class::large_pool;
+    bool own_segment = false;  // Note [Own segments]: its segment goes back with it
+  };
+
+  using live_map = std::unordered_map<std::uintptr_t, live_block>;
+  struct handout {
+    block* b = nullptr;
+    std::uint64_t ticket = 0;
+  };
+  // What allocate() and allocate_segment() (`own_segment`, always large) make of a request, or
+  // invalid_argument.
+  struct sizing {
+    std::size_t rounded = 0;        // to the alignment
+    size_class pool = size_class::large_pool;
+    std::size_t segment_bytes = 0;  // of a new segment for it
+  };
+  sizing size_request(std::size_t bytes, bool own_segment) const;
+  // Releases that were not callers' frees (thread-cached blocks returned to the pool), and the
+  // difference between what callers' locked frees released and what the pool had counted for
+  // those blocks (requested bytes change when a thread cache reuses a block): both per class,
+  // for Note [Statistics with thread caches].
+  struct cache_returns {
+    std::array<std::int64_t, 2> bytes{}, count{}, requested{}, requested_adjust{};
+  };
+
+  free_list& list_of(size_class c) { return c == size_class::small_pool ? small_ : large_; }
+  // `returned`: blocks a thread cache gave back (thread_cache::return_big), released first.
+  handout allocate_locked(std::size_t bytes, std::size_t rounded, size_class c,
+                          std::size_t segment_bytes, std::size_t headroom,
+                          std::span<block* const> returned = {});
+  class headroom_scope;
+  std::size_t reserved_cap() const;
+  void count_oom();
+  void release_cached(block* b);
+  std::size_t flush_thread_caches();
+  void return_to_list(live_map::iterator it);
+  void change(metric m, size_class c, std::int64_t delta);
+  block* new_segment_block(std::size_t block_bytes, std::size_t segment_bytes, size_class c,
+                           std::size_t request);
+  block* add_segment(const segment& seg, size_class c);
+  void insert_live(block* b, const live_block& lb);
+  handout hand_out(block* b, size_class c, std::size_t bytes);
+  std::size_t release_segment(block* first, size_class c);
+  segment obtain_segment(std::size_t segment_bytes, std::size_t request, bool growable);
+  block* grow_block(std::size_t block_bytes, std::size_t request);
+  bool over_limit(std::size_t more) const;
+  std::string limit_text(std::size_t more, const char* what) const;
+  std::size_t release_free_segments(std::size_t keep_cached);
+  void keep_cache_under_limit();
+  void make_room();
+  std::size_t decommit_free_pages(std::size_t keep_cached);
+  std::size_t recommit_bytes(const segment_record& rec, std::uintptr_t begin,
+                             std::uintptr_t end) const;
+  void recommit(segment_record& rec, std::uintptr_t begin, std::uintptr_t end);
+  std::size_t cached_bytes() const;
+  void release_live(live_map::iterator it);
+  [[noreturn]] void fail_out_of_memory(std::size_t request, const std::string& why);
+  [[noreturn]] void fail_bad_free(const void* p) const;
+  [[noreturn]] void fail_cached_free(const void* p) const;
+  std::string stats_summary() const;
+
+  upstream_source& upstream_;
+  const node_binding binding_;
+  const coherence kind_;
+  const pool_config config_;
+
+  mutable std::mutex mutex_;  // guards everything below
+  global_peak_tracker* global_;
+  free_list small_;
+  free_list large_;
+  std::map<std::uintptr_t, segment_record> segments_;  // by base address
+  std::uintptr_t growable_ = 0;  // base of the large segment that grows; 0: none
+  std::size_t decommitted_bytes_ = 0;  // in all segments
+  bool decommit_refused_ = false;      // the upstream cannot decommit: never ask again
+  std::size_t call_cap_ = unbounded;   // reserved bytes the current call may reach (Note [Headroom])
+  live_map live_;  // allocated blocks by address
+  // Hash nodes of live_ kept after an erase for the next allocation (no heap call per block).
+  std::vector<live_map::node_type> spare_live_;
+  pool_stats stats_;
+  cache_returns returns_;
+  // Declared last, reset first in the destructor: a thread that exits while the pool is being
+  // destroyed must not give blocks back into it (Note [Thread cache lifetime]).
+  std::unique_ptr<thread_cache_registry> threads_;
+};
+
+}  // namespace umem::alloc

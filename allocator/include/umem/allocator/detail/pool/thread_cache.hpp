@@ -1,0 +1,264 @@
+// A per-thread cache of freed blocks in front of one caching_pool: the pool's fast path.
+//
+// Note [Thread cache]
+// The pool's own path takes its mutex, a best-fit search, a split, a hash insert and the
+// statistics for every call (about 200 ns here). Most programs free a block on the thread that
+// allocated it and soon allocate the same size again, so each thread keeps the blocks it freed in
+// bins by size class and hands them out again without a lock. What stays correct:
+// - Ownership and double free: every block carries a ticket (generation << 2 | state, Note
+//   [Block tickets] in free_list.hpp). A thread remembers the blocks it handed out, with their
+//   ticket, in a small table; its free checks that ticket and sets it cached. A
+//   pointer the table does not know (freed on another thread, evicted from the table, foreign or
+//   freed twice) takes the pool's locked path, which reads the ticket under the pool's lock: a
+//   cached block there is a double free. A table entry whose block was since freed elsewhere
+//   (and maybe reused) no longer matches the ticket, so that free takes the locked path too.
+//   Not detected: two frees of one block at the same instant on two threads (a data race in the
+//   caller's program); a check-and-set there would cost a locked instruction on every free.
+// - Other threads' access: trim(), an out-of-memory retry, reset_peak_stats() and the thread's
+//   exit take blocks out of bins (steal()) while the owner may be running. The owner marks each
+//   bin operation busy and checks that no steal is pending; the stealer marks the steal pending
+//   and waits until the owner is not busy. Each side stores its flag and then loads the other's,
+//   ordered by an asymmetric fence (asymmetric_fence.hpp): a compiler barrier on the owner's
+//   side, a membarrier() system call on the stealer's. So exactly one side touches the bins at a
+//   time, without a locked instruction on the fast path. Where membarrier() is not available
+//   thread caches are off. Counters are single-writer atomics (the owner's, and the stealers',
+//   which hold the registry lock): stats() reads them without stopping the owner.
+// - Memory: a thread holds at most `capacity_bytes` per pool; blocks above the largest class
+//   (64 MiB) are never cached. Cached blocks stay reserved by the pool and count as cached, not
+//   allocated (pool_stats.hpp, Note [Statistics with thread caches]).
+// - Big blocks (above 1 MiB, one per bin) help a thread that reuses a few big sizes. In a mix of
+//   many big sizes they are rarely hit, and held in bins they keep the pool from merging and
+//   reusing them, so it grows and touches fresh pages instead. So a big request the bins cannot
+//   serve first gives the thread's big blocks back to the pool (return_big), under the lock the
+//   request takes anyway: a thread keeps big blocks only while it keeps hitting them.
+// Not thread-safe beyond that: the owner-thread functions are called only by the thread the
+// cache belongs to; steal() and the counters' readers hold the registry lock (thread_cache_registry).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "umem/allocator/detail/pool/asymmetric_fence.hpp"
+#include "umem/allocator/detail/pool/free_list.hpp"
+#include "umem/allocator/pool_stats.hpp"
+
+namespace umem::alloc {
+
+// What one thread did through its cache, per size class (small_pool, large_pool).
+struct thread_cache_totals {
+  struct per_class {
+    std::int64_t alloc_bytes = 0, alloc_count = 0, alloc_requested = 0;
+    std::int64_t free_bytes = 0, free_count = 0, free_requested = 0;
+    std::int64_t held_bytes = 0, held_count = 0;  // in bins now
+  };
+  std::array<per_class, 2> classes{};  // [0] small_pool, [1] large_pool
+  std::int64_t hits = 0;               // allocations served from the bins
+  thread_cache_totals& operator+=(const thread_cache_totals& o);
+};
+
+class thread_cache {
+ public:
+  static constexpr std::size_t slots_per_bin = 8;
+  // Bins of blocks above 1 MiB hold one: a thread reusing a big size needs one, and big blocks of
+  // many sizes held per thread keep the pool from reusing or merging them (more growth, and first
+  // touches of fresh memory, in mixes of large sizes).
+  static constexpr std::size_t big_bin_first = 8 + (20 - 11) * 8;  // bin_of(1 MiB + 1)
+  static constexpr std::size_t big_bins = 8 + (26 - 11) * 8 - big_bin_first;  // up to 64 MiB
+  static constexpr std::uint32_t slots_of(std::size_t bin) {
+    return bin >= big_bin_first ? 1 : slots_per_bin;
+  }
+  static constexpr std::size_t largest_cached = std::size_t{64} << 20;
+  // Requests of big blocks (above 1 MiB): a miss returns the big bins (return_big).
+  static constexpr bool is_big(std::size_t rounded) { return rounded > (std::size_t{1} << 20); }
+  static constexpr std::size_t table_entries = 256;
+
+  // `small_max`: the pool's boundary between its small and large class (for the totals).
+  thread_cache(std::size_t capacity_bytes, std::size_t small_max);
+  thread_cache(const thread_cache&) = delete;
+  thread_cache& operator=(const thread_cache&) = delete;
+
+  // --- Owner thread only; defined below, inline: they are the fast path. ---
+  // A cached block of at least `rounded` bytes (same size class) marked live for `request`, or
+  // nullptr.
+  block* take(std::size_t rounded, std::size_t request);
+  // Remembers a block the pool just handed to this thread (its ticket as the pool set it).
+  void remember(block* b, std::uint64_t ticket, std::size_t request);
+  // The fast free: true when `p` was this thread's live block and is now in a bin; false when
+  // the pool's locked path must handle it (unknown pointer, double free, or no room).
+  bool put(const void* p);
+  // Moves the blocks of the big bins (above 1 MiB) into `out`, their tickets still cached, for the
+  // pool to take back (Note [Thread cache]); how many. None when a steal is pending.
+  std::size_t return_big(std::span<block*, big_bins> out);
+
+  // --- Any thread holding the registry lock. ---
+  // A steal in two steps: request_steal() on the caches, asymmetric_fence_heavy() once, then
+  // steal() moves every cached block to `out` (their tickets still say cached).
+  void request_steal() { steal_pending_.store(true, std::memory_order_relaxed); }
+  void steal(std::vector<block*>& out);
+  thread_cache_totals totals() const;
+
+ private:
+  struct entry {
+    std::uintptr_t address = 0;  // 0: empty
+    block* b = nullptr;
+    std::uint64_t ticket = 0;
+    std::uint32_t request_low = 0;  // request = request_high << 32 | request_low
+    std::uint16_t request_high = 0;
+    std::uint16_t bin = 0;          // bin_of(b->size), for the free
+  };
+  struct bin {
+    std::array<std::atomic<block*>, slots_per_bin> slots{};
+    std::uint32_t count = 0;  // owner's view; slots below it may have been stolen (null)
+  };
+  // The owner's side of the protocol, around every bin operation: `ok` false means a steal is
+  // pending and the caller must take the pool's path.
+  class owner_section {
+   public:
+    explicit owner_section(thread_cache& c) : c_(c) {
+      c_.busy_.store(true, std::memory_order_relaxed);
+      asymmetric_fence_light();
+      ok_ = !c_.steal_pending_.load(std::memory_order_acquire);
+    }
+    ~owner_section() { c_.busy_.store(false, std::memory_order_release); }
+    owner_section(const owner_section&) = delete;
+    owner_section& operator=(const owner_section&) = delete;
+    bool ok() const { return ok_; }
+
+   private:
+    thread_cache& c_;
+    bool ok_;
+  };
+  // Single-writer counters, readable by any thread. What the bins hold is derived: every cached
+  // free adds a block, every hit and every stolen block takes one.
+  struct counters {
+    std::atomic<std::int64_t> alloc_bytes{0}, alloc_count{0}, alloc_requested{0};
+    std::atomic<std::int64_t> free_bytes{0}, free_count{0}, free_requested{0};
+  };
+  // Blocks that left the bins other than by a hit: stolen (stealers' writes, under the registry
+  // lock) or returned by the owner (return_big, the owner's writes).
+  struct stolen_counters {
+    std::atomic<std::int64_t> bytes{0}, count{0};
+  };
+
+  // Size classes: 256-byte steps up to 2 KiB, then 8 per power of two up to largest_cached.
+  static constexpr std::size_t exact_classes = 8;
+  static constexpr std::size_t steps_per_power = 8;
+  static constexpr std::size_t first_power = 11;  // (2 KiB, 4 KiB] is the first stepped range
+  static constexpr std::size_t bin_count = exact_classes + (26 - first_power) * steps_per_power;
+  static_assert(big_bin_first + big_bins == bin_count && big_bins <= 64,
+                "the big bins are the last ones, one bit each in big_filled_");
+
+  static std::size_t bin_of(std::size_t rounded) {
+    if (rounded <= exact_classes * 256) return rounded == 0 ? 0 : (rounded - 1) >> 8;
+    const auto power = static_cast<std::size_t>(std::bit_width(rounded - 1)) - 1;  // >= 11
+    const std::size_t step = ((rounded - 1) >> (power - 3)) & (steps_per_power - 1);
+    return exact_classes + (power - first_power) * steps_per_power + step;
+  }
+  // Fibonacci hashing of the 256-byte granule: neighbouring blocks land in different slots.
+  static entry make_entry(block* b, std::uint64_t ticket, std::size_t request, std::size_t bin);
+  static std::size_t slot_of(std::uintptr_t address) {
+    constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ULL;
+    return static_cast<std::size_t>(((address >> 8) * golden) >> 56) % table_entries;
+  }
+  std::size_t class_of(std::size_t size) const { return size <= small_max_ ? 0 : 1; }
+  // Single-writer counter update: no locked instruction on the fast path.
+  static void bump(std::atomic<std::int64_t>& a, std::int64_t d) {
+    a.store(a.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+  }
+
+  const std::size_t capacity_;
+  const std::size_t small_max_;
+  std::vector<bin> bins_;
+  std::array<entry, table_entries> table_{};
+  std::array<counters, 2> counters_{};
+  std::array<stolen_counters, 2> stolen_{};
+  std::array<stolen_counters, 2> returned_{};
+  // Big bins the owner filled since it last emptied them (bit i: bin big_bin_first + i); a
+  // stealer may have emptied them since.
+  std::uint64_t big_filled_ = 0;
+  std::int64_t held_ = 0;                   // bytes the owner put into bins and did not take
+  std::atomic<std::int64_t> stolen_bytes_{0};  // of them, taken by stealers
+  std::atomic<bool> busy_{false};           // the owner is in a bin operation
+  std::atomic<bool> steal_pending_{false};  // a stealer wants the bins
+};
+
+inline block* thread_cache::take(std::size_t rounded, std::size_t request) {
+  if (rounded > largest_cached) return nullptr;
+  bin& bn = bins_[bin_of(rounded)];
+  if (bn.count == 0) return nullptr;
+  const owner_section section(*this);
+  if (!section.ok()) return nullptr;
+  std::atomic<block*>& top = bn.slots[bn.count - 1];
+  block* b = top.load(std::memory_order_acquire);
+  if (b == nullptr) {  // a stealer emptied the bin
+    bn.count = 0;
+    return nullptr;
+  }
+  const std::size_t size = b->size;
+  if (size < rounded) return nullptr;  // same class, smaller block: left for a smaller request
+  top.store(nullptr, std::memory_order_relaxed);
+  --bn.count;
+  if (bn.count == 0 && bin_of(rounded) >= big_bin_first)
+    big_filled_ &= ~(std::uint64_t{1} << (bin_of(rounded) - big_bin_first));
+  held_ -= static_cast<std::int64_t>(size);
+  const std::uint64_t t = ticket::with_state(b->ticket.load(std::memory_order_relaxed), ticket::live);
+  b->live_requested.store(request, std::memory_order_relaxed);
+  b->ticket.store(t, std::memory_order_release);
+  table_[slot_of(b->address)] = make_entry(b, t, request, bin_of(rounded));
+  counters& k = counters_[class_of(size)];
+  bump(k.alloc_bytes, static_cast<std::int64_t>(size));
+  bump(k.alloc_count, 1);
+  bump(k.alloc_requested, static_cast<std::int64_t>(request));
+  return b;
+}
+
+inline thread_cache::entry thread_cache::make_entry(block* b, std::uint64_t t, std::size_t request,
+                                                    std::size_t bin) {
+  // Requests above 2^48 bytes do not exist on any machine; the table keeps 48 bits of them.
+  return entry{b->address, b, t, static_cast<std::uint32_t>(request),
+               static_cast<std::uint16_t>(request >> 32), static_cast<std::uint16_t>(bin)};
+}
+
+inline void thread_cache::remember(block* b, std::uint64_t t, std::size_t request) {
+  table_[slot_of(b->address)] = make_entry(b, t, request, bin_of(b->size));
+}
+
+inline bool thread_cache::put(const void* p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  entry& e = table_[slot_of(address)];
+  if (e.address != address) return false;
+  const entry mine = e;
+  e.address = 0;  // whatever happens next, this thread no longer holds the block
+  // A load and a store, not a compare-and-swap: only a free racing with this one on another
+  // thread could change the ticket in between, and two simultaneous frees of one block are a data
+  // race in the caller's program (Note [Thread cache]).
+  if (mine.b->ticket.load(std::memory_order_acquire) != mine.ticket)
+    return false;  // freed elsewhere since (and maybe reused): the locked path says what it is
+  // The ticket matched, so the block is still this thread's and its size cannot change.
+  const std::size_t size = mine.b->size;
+  if (size > largest_cached) return false;
+  bin& bn = bins_[mine.bin];
+  const auto held = held_ - stolen_bytes_.load(std::memory_order_relaxed);
+  if (bn.count == slots_of(mine.bin) ||
+      held + static_cast<std::int64_t>(size) > static_cast<std::int64_t>(capacity_))
+    return false;
+  const owner_section section(*this);
+  if (!section.ok()) return false;
+  mine.b->ticket.store(ticket::with_state(mine.ticket, ticket::cached), std::memory_order_release);
+  bn.slots[bn.count++].store(mine.b, std::memory_order_release);
+  if (mine.bin >= big_bin_first) big_filled_ |= std::uint64_t{1} << (mine.bin - big_bin_first);
+  held_ += static_cast<std::int64_t>(size);
+  counters& k = counters_[class_of(size)];
+  bump(k.free_bytes, static_cast<std::int64_t>(size));
+  bump(k.free_count, 1);
+  bump(k.free_requested,
+       static_cast<std::int64_t>(std::uint64_t{mine.request_high} << 32 | mine.request_low));
+  return true;
+}
+
+}  // namespace umem::alloc

@@ -1,0 +1,118 @@
+// A discrete NVIDIA GPU's own memory as an upstream source, in the device's primary context
+// (Note [Why the primary context] in cuda_context.hpp), so the memory belongs to the context
+// PyTorch's streams and kernels use.
+//
+// Segments are multiples of granularity (2 MiB, the driver's large-page size, and the caching
+// pool's small-segment size). allocate() is cuMemAlloc / cuMemFree. allocate_growable() and
+// grow() use the driver's virtual memory API where it has one (Note [Growable device segments]),
+// so the pool's expandable segment grows in place instead of taking a new segment for every
+// large miss; elsewhere they keep the defaults (allocate(), false).
+//
+// Note [Growable device segments]
+// With every VMM entry point in the driver (cuda_driver::has_virtual_memory) and the device's
+// VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED attribute set, a growable segment is a cuMemAddressReserve
+// of reserved_size bytes whose first `size` bytes are mapped. Each allocate_growable() or grow()
+// maps one range: cuMemCreate of pinned memory on this device, cuMemMap at the end of what is
+// mapped, cuMemSetAccess read/write for this device. The source keeps every range's handle per
+// reservation, so deallocate() can synchronize the context (cuMemUnmap, unlike cuMemFree, is not
+// known to wait for kernels still using the memory), unmap and release each range and free the
+// reservation. A range is a multiple of the chunk size: the least common multiple of 2 MiB and
+// the driver's minimum granularity for such memory (cuMemGetAllocationGranularity; 2 MiB on the
+// H200). A growth that fails half way unmaps and releases what it had made. Plain allocate()
+// stays cuMemAlloc: one call instead of four, and memory other devices reach once peer access is
+// enabled (a VMM range is accessible to exactly the devices cuMemSetAccess names, here this one).
+//
+// Note [Device memory is not backed on touch]
+// decommit() answers false: the caching pool's protocol (Note [Decommitted pages] in
+// caching_pool.hpp) hands a block that covers given-back pages out again without telling the
+// upstream, counting on the next touch to back them, as host memory does. An unmapped device
+// range is not backed on touch (a kernel touching it faults), so the pool turns decommit off
+// for this source at the first refusal and keeps max_cached_bytes by returning whole segments.
+//
+// Out of device memory (CUDA_ERROR_OUT_OF_MEMORY from cuMemAlloc, cuMemAddressReserve,
+// cuMemCreate or cuMemMap) is umem::error(out_of_memory) naming the device, the request and
+// cuMemGetInfo's free/total; every other failure is runtime_error naming the driver call.
+//
+// Thread safety: every member function may be called from any thread; each makes the primary
+// context current for the call only and restores the thread's previous context. One mutex guards
+// the reservations' bookkeeping; grow() holds it while it maps, so growths are serialized.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "umem/allocator/source/device_memory_source.hpp"
+#include "umem/core/topology.hpp"
+#include "umem/cuda_runtime/cuda_context.hpp"
+#include "umem/cuda_runtime/cuda_driver.hpp"
+
+namespace umem::alloc {
+
+class cuda_device_source final : public device_memory_source {
+ public:
+  static constexpr std::size_t granularity = std::size_t{2} << 20;
+
+  // `gpu` must be a CUDA agent discovered through `drv` (cuInit done). Retains the device's
+  // primary context for the source's life and decides once whether segments can grow (Note
+  // [Growable device segments]). Throws umem::error: invalid_argument when `gpu` is not a CUDA
+  // agent; runtime_error when the context cannot be retained.
+  cuda_device_source(std::shared_ptr<const cuda::cuda_driver> drv, const agent& gpu);
+
+  // cuMemAlloc of `bytes` rounded up to granularity. Throws umem::error: invalid_argument for 0
+  // or a size that overflows when rounded; out_of_memory; runtime_error.
+  segment allocate(std::size_t bytes, const node_binding& where, coherence kind) override;
+  // A reservation of `reserve_bytes` with `bytes` mapped, both rounded up to the chunk size;
+  // allocate() when segments cannot grow or the reservation would be no larger. Throws as
+  // allocate() does.
+  segment allocate_growable(std::size_t bytes, std::size_t reserve_bytes,
+                            const node_binding& where, coherence kind) override;
+  // Maps `extra_bytes` rounded up to the chunk size after what `s` has mapped; false when `s`
+  // is not a growable segment of this source or its reservation has no room for that.
+  bool grow(segment& s, std::size_t extra_bytes) override;
+  // Always false (Note [Device memory is not backed on touch]).
+  bool decommit(const segment& s, void* p, std::size_t bytes) override;
+  // Failures are logged (errors), never thrown.
+  void deallocate(const segment& s) noexcept override;
+  std::string describe() const override;
+  std::pair<std::uint64_t, std::uint64_t> memory_info() const override;
+
+  // The size of one mapped range's unit; 0 when segments cannot grow here.
+  std::size_t chunk_size() const { return chunk_; }
+
+ private:
+  struct mapped_range {
+    std::size_t offset = 0;  // from the reservation's base
+    std::size_t size = 0;
+    cuda::cu_mem_handle handle = 0;
+  };
+  struct reservation {
+    std::size_t reserved = 0;
+    std::size_t mapped = 0;  // the ranges cover [0, mapped), in order
+    std::vector<mapped_range> ranges;
+  };
+
+  std::size_t vmm_chunk() const;
+  // `bytes` rounded up to a multiple of `unit`; invalid_argument for 0 or an overflow.
+  std::size_t rounded_request(std::size_t bytes, std::size_t unit) const;
+  mapped_range map_range(cuda::cu_deviceptr base, std::size_t offset, std::size_t size) const;
+  void release_reservation(cuda::cu_deviceptr base, const reservation& r) const noexcept;
+  // Throws unless `r` is success: out_of_memory for CUDA_ERROR_OUT_OF_MEMORY, else
+  // runtime_error, both naming `call`, `bytes` and the device.
+  void check_call(const char* call, std::size_t bytes, cuda::cu_result r) const;
+  void log_failure(const char* call, cuda::cu_result r) const noexcept;
+
+  std::shared_ptr<const cuda::cuda_driver> drv_;
+  cuda::cuda_primary_context ctx_;
+  std::string name_;  // "CUDA device 0 (NVIDIA H200)"
+  std::size_t chunk_ = 0;
+
+  mutable std::mutex mutex_;  // guards reservations_
+  std::map<std::uintptr_t, reservation> reservations_;  // by base address
+};
+
+}  // namespace umem::alloc

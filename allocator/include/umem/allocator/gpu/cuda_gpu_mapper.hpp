@@ -1,0 +1,59 @@
+// Making host NUMA memory usable by NVIDIA GPUs through the CUDA driver.
+//
+// Note [Registration mode and pageable mode]
+// Pageable mode: every CUDA GPU of the topology has PAGEABLE_MEMORY_ACCESS (HMM on a recent
+// kernel, or Grace Hopper's ATS): the GPU reaches plain host memory at its own address, so map()
+// and unmap() do nothing.
+// Registration mode (discrete cards without HMM: the H200 of docs/benchmarks-cuda.md): map() pins
+// the range with cuMemHostRegister(PORTABLE | DEVICEMAP) in device 0's primary context (PORTABLE
+// makes the registration count for every context and device), then asks
+// cuMemHostGetDevicePointer for the device address: zero-copy needs it to equal the host address
+// (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM); if it does not, the registration is undone and map()
+// throws umem::error(unsupported). unmap() is cuMemHostUnregister. Registration does not move
+// pages: NUMA placement stays mbind's job, and the GPU reads them across PCIe (uncached on the
+// GPU side, so coherent at every coherence kind umem asks for).
+// Unlike the ROCr mapper, no GPU has to be local to the segment's node: a portable registration
+// serves every GPU, and on NVIDIA the choice of node only changes the distance.
+//
+// Thread safety: map() and unmap() make the primary context current for the call only (and
+// restore the thread's previous one), so both may be called from any thread.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "umem/allocator/gpu/gpu_mapper.hpp"
+#include "umem/core/topology.hpp"
+#include "umem/cuda_runtime/cuda_context.hpp"
+#include "umem/cuda_runtime/cuda_driver.hpp"
+
+namespace umem::alloc {
+
+class cuda_gpu_mapper final : public gpu_mapper {
+ public:
+  // `drv` must be the driver `topo`'s CUDA agents were discovered through (cuInit done). Throws
+  // umem::error: invalid_argument when `topo` has no CUDA GPU; unsupported when registration is
+  // needed but a GPU cannot map host memory (CAN_MAP_HOST_MEMORY or HOST_REGISTER_SUPPORTED 0);
+  // runtime_error when the primary context cannot be retained.
+  cuda_gpu_mapper(std::shared_ptr<const cuda::cuda_driver> drv, const umem::topology& topo);
+
+  // Throws umem::error: invalid_argument for an empty segment; unsupported when the device
+  // address differs from the host address; runtime_error naming the driver call otherwise.
+  void map(const segment& s) override;
+  // Failures are logged (errors), never thrown.
+  void unmap(const segment& s) noexcept override;
+  bool gpu_accessible() const override { return true; }
+  bool pageable() const override { return false; }  // registered pages are pinned
+  std::string describe() const override;
+
+  // False in pageable mode.
+  bool registers() const { return ctx_.has_value(); }
+
+ private:
+  std::shared_ptr<const cuda::cuda_driver> drv_;
+  std::optional<cuda::cuda_primary_context> ctx_;  // registration mode only
+  std::string reason_;
+};
+
+}  // namespace umem::alloc

@@ -1,0 +1,114 @@
+// The CUDA backend: NVIDIA GPUs through the dlopen'd driver (cuda_runtime/).
+#include <utility>
+
+#include "umem/allocator/gpu/cuda_device_source.hpp"
+#include "umem/allocator/gpu/cuda_gpu_mapper.hpp"
+#include "umem/allocator/gpu/gpu_backend.hpp"
+#include "umem/allocator/gpu/gpu_memory_kind.hpp"
+#include "umem/core/error.hpp"
+#include "umem/core/detail/log.hpp"
+#include "umem/cuda_runtime/cuda_compat.hpp"
+#include "umem/cuda_runtime/cuda_context.hpp"
+#include "umem/cuda_runtime/cuda_discovery.hpp"
+#include "umem/cuda_runtime/cuda_driver.hpp"
+
+namespace umem::alloc {
+namespace {
+
+namespace cc = cuda::cuda_compat;
+
+// A timing-free cuEvent in the device's primary context (the one PyTorch's streams live in).
+class cuda_stream_event final : public stream_event {
+ public:
+  cuda_stream_event(std::shared_ptr<const cuda::cuda_driver> drv, int device)
+      : drv_(std::move(drv)), ctx_(*drv_, device) {
+    const cuda::cuda_context_scope scope(ctx_);
+    drv_->check(drv_->fn().cuEventCreate(&event_, cc::event_flag::disable_timing),
+                "cuEventCreate");
+  }
+  ~cuda_stream_event() override {
+    const cuda::cu_result r = drv_->fn().cuEventDestroy_v2(event_);
+    if (r != 0) log().error("cuEventDestroy failed: {}", drv_->result_text(r));
+  }
+  cuda_stream_event(const cuda_stream_event&) = delete;
+  cuda_stream_event& operator=(const cuda_stream_event&) = delete;
+
+  void record(void* stream) override {
+    const cuda::cuda_context_scope scope(ctx_);
+    drv_->check(drv_->fn().cuEventRecord(event_, static_cast<cuda::cu_stream>(stream)),
+                "cuEventRecord");
+  }
+  bool query() override {
+    const cuda::cuda_context_scope scope(ctx_);
+    const cuda::cu_result r = drv_->fn().cuEventQuery(event_);
+    if (r == cc::result::not_ready) return false;
+    drv_->check(r, "cuEventQuery");
+    return true;
+  }
+  void synchronize() override {
+    const cuda::cuda_context_scope scope(ctx_);
+    drv_->check(drv_->fn().cuEventSynchronize(event_), "cuEventSynchronize");
+  }
+
+ private:
+  std::shared_ptr<const cuda::cuda_driver> drv_;
+  cuda::cuda_primary_context ctx_;
+  cuda::cu_event event_ = nullptr;
+};
+
+// A cuda_gpu_mapper on a driver this backend keeps loaded.
+class cuda_gpu_backend final : public gpu_backend {
+ public:
+  cuda_gpu_backend(std::shared_ptr<const cuda::cuda_driver> drv, std::string reason)
+      : drv_(std::move(drv)), reason_(std::move(reason)) {}
+  const char* name() const override { return "cuda"; }
+  const std::string& reason() const override { return reason_; }
+  void discover(topology& topo) const override { cuda::discover_cuda(topo, *drv_); }
+  bool host_memory_gpu_accessible(const topology& topo) const override {
+    bool any = false, all = true;
+    for (const agent* g : topo.gpus()) {
+      if (!g->cuda) continue;
+      any = true;
+      all = all && g->cuda->pageable_memory_access == true;
+    }
+    return any && all;
+  }
+  std::unique_ptr<gpu_mapper> make_mapper(const topology& topo) const override {
+    return std::make_unique<cuda_gpu_mapper>(drv_, topo);
+  }
+  std::unique_ptr<device_memory_source> make_device_memory_source(const topology& topo,
+                                                                  int device) const override {
+    const auto gpus = topo.gpus();
+    if (device < 0 || static_cast<std::size_t>(device) >= gpus.size())
+      throw_error(errc::invalid_argument, "device memory: device " + std::to_string(device) +
+                                              " does not exist (the topology has " +
+                                              std::to_string(gpus.size()) + " GPUs)");
+    const agent& gpu = *gpus[static_cast<std::size_t>(device)];
+    // A GPU of another runtime in the same model (forced CUDA next to ROCr agents) is not ours.
+    if (!gpu.cuda || memory_kind_of(gpu) != gpu_memory_kind::discrete) return nullptr;
+    return std::make_unique<cuda_device_source>(drv_, gpu);
+  }
+  bool has_stream_events() const override { return true; }
+  std::unique_ptr<stream_event> make_stream_event(int device) const override {
+    int count = 0;
+    drv_->check(drv_->fn().cuDeviceGetCount(&count), "cuDeviceGetCount");
+    if (device < 0 || device >= count)
+      throw_error(errc::invalid_argument, "make_stream_event: CUDA device " +
+                                              std::to_string(device) + " does not exist (" +
+                                              std::to_string(count) + " devices)");
+    return std::make_unique<cuda_stream_event>(drv_, device);
+  }
+
+ private:
+  std::shared_ptr<const cuda::cuda_driver> drv_;
+  std::string reason_;
+};
+
+}  // namespace
+
+std::shared_ptr<const gpu_backend> make_cuda_backend(std::shared_ptr<const cuda::cuda_driver> drv,
+                                                     std::string reason) {
+  return std::make_shared<cuda_gpu_backend>(std::move(drv), std::move(reason));
+}
+
+}  // namespace umem::alloc

@@ -1,0 +1,840 @@
+#include "umem/allocator/detail/pool/caching_pool.hpp"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "umem/allocator/placement.hpp"
+#include "umem/core/error.hpp"
+#include "umem/core/detail/log.hpp"
+
+namespace umem::alloc {
+
+namespace {
+
+constexpr std::size_t size_max = std::numeric_limits<std::size_t>::max();
+
+std::int64_t signed_size(std::size_t n) { return static_cast<std::int64_t>(n); }
+
+std::uintptr_t address_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+const void* pointer_of(std::uintptr_t a) { return reinterpret_cast<const void*>(a); }
+
+const pool_config& validated(const pool_config& c) {
+  auto bad = [](const std::string& what) {
+    throw_error(errc::invalid_argument, "caching_pool: invalid pool_config: " + what);
+  };
+  if (c.alignment == 0 || (c.alignment & (c.alignment - 1)) != 0)
+    bad("alignment " + std::to_string(c.alignment) + " is not a power of two");
+  auto multiple = [&](std::size_t v, const char* name) {
+    if (v == 0 || v % c.alignment != 0)
+      bad(std::string(name) + " = " + std::to_string(v) + " must be a non-zero multiple of " +
+          "the alignment (" + std::to_string(c.alignment) + ")");
+  };
+  multiple(c.small_max, "small_max");
+  multiple(c.small_segment_size, "small_segment_size");
+  multiple(c.large_segment_rounding, "large_segment_rounding");
+  if (c.small_segment_size < c.small_max)
+    bad("small_segment_size (" + std::to_string(c.small_segment_size) +
+        ") is smaller than small_max (" + std::to_string(c.small_max) + ")");
+  if (c.expandable_segments) multiple(c.expandable_reserve_bytes, "expandable_reserve_bytes");
+  return c;
+}
+
+}  // namespace
+
+caching_pool::caching_pool(upstream_source& upstream, node_binding binding, coherence kind,
+                           pool_config config, global_peak_tracker* global)
+    : upstream_(upstream),
+      binding_(std::move(binding)),
+      kind_(kind),
+      config_(validated(config)),
+      global_(global),
+      small_(config_.alignment),
+      large_(config_.small_max + config_.alignment),  // a remainder above small_max
+      threads_(std::make_unique<thread_cache_registry>(
+          config_.thread_cache_bytes, config_.small_max,
+          [this](std::vector<block*>& blocks) {
+            std::lock_guard lock(mutex_);
+            for (block* b : blocks) release_cached(b);
+          })) {}
+
+caching_pool::~caching_pool() {
+  threads_.reset();
+  const auto held = std::count_if(live_.begin(), live_.end(), [](const auto& kv) {
+    return ticket::state_of(kv.second.b->ticket.load(std::memory_order_relaxed)) == ticket::live;
+  });
+  if (held != 0)
+    log().warn("umem pool {}: destroyed with {} blocks still allocated; their memory is returned "
+               "to the upstream now",
+               describe(), held);
+  for (const auto& [base, rec] : segments_) upstream_.deallocate(rec.seg);
+  // Keep the global tracker equal to the sum of the pools that still exist.
+  if (global_)
+    for (std::size_t m = 0; m < metric_count; ++m)
+      for (std::size_t c = 0; c < size_class_count; ++c)
+        global_->add(static_cast<metric>(m), static_cast<size_class>(c),
+                     -stats_.gauges[m][c].current);
+}
+
+std::string caching_pool::describe() const {
+  std::ostringstream s;
+  s << (binding_.nodes.size() == 1 ? "node " : "nodes ");
+  for (std::size_t i = 0; i < binding_.nodes.size(); ++i) s << (i ? "," : "") << binding_.nodes[i];
+  if (binding_.nodes.empty()) s << "(none)";
+  s << " (" << to_string(binding_.mode) << "), " << to_string(kind_);
+  return s.str();
+}
+
+void caching_pool::change(metric m, size_class c, std::int64_t delta) {
+  stat& total = stats_(m, size_class::all);
+  stat& own = stats_(m, c);
+  if (delta >= 0) {
+    total.increase(delta);
+    own.increase(delta);
+  } else {
+    total.decrease(-delta);
+    own.decrease(-delta);
+  }
+  if (global_) {
+    global_->add(m, size_class::all, delta);
+    global_->add(m, c, delta);
+  }
+}
+
+std::size_t caching_pool::cached_bytes() const {
+  return static_cast<std::size_t>(stats_(metric::reserved_bytes, size_class::all).current -
+                                  stats_(metric::allocated_bytes, size_class::all).current);
+}
+
+std::string caching_pool::stats_summary() const {
+  std::ostringstream s;
+  s << "pool stats: allocated " << stats_(metric::allocated_bytes, size_class::all).current
+    << " bytes, reserved " << stats_(metric::reserved_bytes, size_class::all).current
+    << " bytes, cached " << cached_bytes() << " bytes in "
+    << stats_(metric::segment, size_class::all).current << " segments";
+  return s.str();
+}
+
+void caching_pool::fail_out_of_memory(std::size_t request, const std::string& why) {
+  throw_error(errc::out_of_memory, "umem pool " + describe() + ": out of memory allocating " +
+                                       std::to_string(request) + " bytes: " + why + "; " +
+                                       stats_summary());
+}
+
+caching_pool::sizing caching_pool::size_request(std::size_t bytes, bool own_segment) const {
+  const std::size_t align = config_.alignment;
+  if (bytes == 0)
+    throw_error(errc::invalid_argument,
+                "umem pool " + describe() + ": allocate(0): a request must be at least 1 byte");
+  if (bytes > size_max - (align - 1))
+    throw_error(errc::invalid_argument, "umem pool " + describe() + ": allocate(" +
+                                            std::to_string(bytes) + "): the size overflows when "
+                                            "rounded up to the alignment of " +
+                                            std::to_string(align) + " bytes");
+  sizing z;
+  z.rounded = (bytes + align - 1) & ~(align - 1);
+  z.pool = z.rounded <= config_.small_max && !own_segment ? size_class::small_pool
+                                                          : size_class::large_pool;
+  z.segment_bytes = config_.small_segment_size;
+  if (z.pool == size_class::large_pool) {
+    const std::size_t r = config_.large_segment_rounding;
+    if (z.rounded > size_max - (r - 1))
+      throw_error(errc::invalid_argument, "umem pool " + describe() + ": allocate(" +
+                                              std::to_string(bytes) + "): the size overflows "
+                                              "when rounded up to a segment of a multiple of " +
+                                              std::to_string(r) + " bytes");
+    z.segment_bytes = (z.rounded + r - 1) / r * r;
+  }
+  return z;
+}
+
+// Note [Headroom]: sets call_cap_ for one locked call (mutex_ held for the scope's life).
+class caching_pool::headroom_scope {
+ public:
+  headroom_scope(caching_pool& pool, std::size_t headroom) : pool_(pool) {
+    const auto reserved =
+        static_cast<std::size_t>(pool.stats_(metric::reserved_bytes, size_class::all).current);
+    pool.call_cap_ = headroom > unbounded - reserved ? unbounded : reserved + headroom;
+  }
+  ~headroom_scope() { pool_.call_cap_ = unbounded; }
+  headroom_scope(const headroom_scope&) = delete;
+  headroom_scope& operator=(const headroom_scope&) = delete;
+
+ private:
+  caching_pool& pool_;
+};
+
+void* caching_pool::allocate(std::size_t bytes, std::size_t headroom) {
+  // The fast path first: sizes a thread cache may hold need none of the checks below.
+  if (void* p = allocate_cached(bytes)) return p;
+  const auto [rounded, c, segment_bytes] = size_request(bytes, false);
+
+  // Counted once, for the attempt that finally fails (allocate_locked may be tried twice).
+  auto failed = [&](const error& e) {
+    if (e.code() == errc::out_of_memory) count_oom();
+  };
+  // Note [Thread cache]: a big request the thread's bins could not serve gives their big blocks
+  // back, so that this request (and the pool's merging) can use them.
+  std::array<block*, thread_cache::big_bins> returned;
+  std::size_t n_returned = 0;
+  if (thread_cache::is_big(rounded))
+    if (thread_cache* mine = threads_->mine()) n_returned = mine->return_big(returned);
+  handout h;
+  try {
+    h = allocate_locked(bytes, rounded, c, segment_bytes, headroom,
+                        std::span<block* const>(returned.data(), n_returned));
+  } catch (const error& first) {
+    // Blocks in threads' caches may make a segment free (Note [Fast path]).
+    if (first.code() != errc::out_of_memory || !threads_->enabled() ||
+        flush_thread_caches() == 0) {
+      failed(first);
+      throw;
+    }
+    try {
+      h = allocate_locked(bytes, rounded, c, segment_bytes, headroom);
+    } catch (const error& second) {
+      failed(second);
+      throw;
+    }
+  }
+  if (thread_cache* mine = threads_->mine()) mine->remember(h.b, h.ticket, bytes);
+  return reinterpret_cast<void*>(h.b->address);
+}
+
+void caching_pool::count_oom() {
+  std::lock_guard lock(mutex_);
+  ++stats_[counter::num_ooms];
+}
+
+caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size_t rounded,
+                                                    size_class c, std::size_t segment_bytes,
+                                                    std::size_t headroom,
+                                                    std::span<block* const> returned) {
+  std::lock_guard lock(mutex_);
+  const headroom_scope bound(*this, headroom);
+  for (block* r : returned) release_cached(r);
+  free_list& list = list_of(c);
+  block* b = list.best_fit(rounded);
+  if (b) {
+    list.take(b, rounded);
+    ++stats_[counter::cache_hits];
+  } else {
+    if (c == size_class::large_pool) make_room();
+    b = new_segment_block(rounded, segment_bytes, c, bytes);
+  }
+  try {
+    insert_live(b, live_block{b, c, false});
+  } catch (...) {
+    list.release(b);
+    throw;
+  }
+  if (decommitted_bytes_ != 0 && c == size_class::large_pool) {
+    // Note [Decommitted pages]: granules of this block given back earlier count again.
+    segment_record& rec = segments_.at(b->segment_base);
+    const std::size_t g = config_.large_segment_rounding;
+    const std::uintptr_t begin = b->address / g * g;
+    const std::uintptr_t end = (b->address + b->size + g - 1) / g * g;
+    if (const std::size_t more = recommit_bytes(rec, begin, end); more != 0) {
+      make_room();
+      if (over_limit(more)) {
+        live_.erase(b->address);
+        list.release(b);
+        fail_out_of_memory(bytes, limit_text(more, "reusing given-back pages"));
+      }
+      recommit(rec, begin, end);
+    }
+  }
+  return hand_out(b, c, bytes);
+}
+
+void caching_pool::insert_live(block* b, const live_block& lb) {
+  if (spare_live_.empty()) {
+    live_.emplace(b->address, lb);
+    return;
+  }
+  live_map::node_type node = std::move(spare_live_.back());
+  spare_live_.pop_back();
+  node.key() = b->address;
+  node.mapped() = lb;
+  live_.insert(std::move(node));
+}
+
+caching_pool::handout caching_pool::hand_out(block* b, size_class c, std::size_t bytes) {
+  b->requested = bytes;
+  b->live_requested.store(bytes, std::memory_order_relaxed);
+  const std::uint64_t t = ticket::next_live(b->ticket.load(std::memory_order_relaxed));
+  b->ticket.store(t, std::memory_order_release);
+  change(metric::allocated_bytes, c, signed_size(b->size));
+  change(metric::requested_bytes, c, signed_size(bytes));
+  change(metric::allocation, c, 1);
+  return {b, t};
+}
+
+void* caching_pool::allocate_segment(std::size_t bytes, std::size_t headroom) {
+  const sizing z = size_request(bytes, true);
+  const size_class c = z.pool;
+  std::lock_guard lock(mutex_);
+  const headroom_scope bound(*this, headroom);
+  try {
+    const segment seg = obtain_segment(z.segment_bytes, bytes, false);
+    block* first = add_segment(seg, c);
+    block* b = large_.take(first, seg.size);
+    try {
+      insert_live(b, live_block{b, c, true});
+    } catch (...) {
+      large_.release(b);
+      release_segment(b, c);
+      throw;
+    }
+    return reinterpret_cast<void*>(hand_out(b, c, bytes).b->address);
+  } catch (const error& e) {
+    if (e.code() == errc::out_of_memory) ++stats_[counter::num_ooms];
+    throw;
+  }
+}
+
+block* caching_pool::new_segment_block(std::size_t block_bytes, std::size_t segment_bytes,
+                                       size_class c, std::size_t request) {
+  const bool expandable = c == size_class::large_pool && config_.expandable_segments;
+  if (expandable)
+    if (block* b = grow_block(block_bytes, request)) return b;
+  const segment seg = obtain_segment(segment_bytes, request, expandable);
+  block* first = add_segment(seg, c);
+  // The newest reservation is the one with room left (Note [Expandable segments]).
+  if (expandable && seg.reserved_size > seg.size) growable_ = address_of(seg.base);
+  return list_of(c).take(first, block_bytes);
+}
+
+// Makes `seg` from the upstream this pool's, as one free block; gives it back on failure.
+block* caching_pool::add_segment(const segment& seg, size_class c) {
+  const std::uintptr_t base = address_of(seg.base);
+  free_list& list = list_of(c);
+  block* first = nullptr;
+  try {
+    const auto [it, inserted] = segments_.emplace(base, segment_record{seg, nullptr, c, {}});
+    if (!inserted)
+      throw_error(errc::internal, "umem pool " + describe() + ": the upstream (" +
+                                      upstream_.describe() +
+                                      ") returned a segment this pool already holds");
+    try {
+      first = it->second.first = list.add_segment(base, seg.size);
+    } catch (...) {
+      segments_.erase(it);
+      throw;
+    }
+  } catch (...) {
+    upstream_.deallocate(seg);
+    ++stats_[counter::upstream_frees];
+    throw;
+  }
+  change(metric::reserved_bytes, c, signed_size(seg.size));
+  change(metric::segment, c, 1);
+  return first;
+}
+
+// The most reserved bytes allowed now: limit_bytes and the current call's headroom.
+std::size_t caching_pool::reserved_cap() const {
+  return std::min(config_.limit_bytes == 0 ? unbounded : config_.limit_bytes, call_cap_);
+}
+
+bool caching_pool::over_limit(std::size_t more) const {
+  const std::size_t cap = reserved_cap();
+  const auto reserved =
+      static_cast<std::size_t>(stats_(metric::reserved_bytes, size_class::all).current);
+  return cap != unbounded && more > cap - std::min(cap, reserved);
+}
+
+std::string caching_pool::limit_text(std::size_t more, const char* what) const {
+  const std::string start = std::string(what) + " of " + std::to_string(more) +
+                            " bytes would take the reserved bytes from " +
+                            std::to_string(stats_(metric::reserved_bytes, size_class::all).current);
+  if (config_.limit_bytes == 0 || call_cap_ < config_.limit_bytes)
+    return start + " past the " + std::to_string(call_cap_) +
+           " bytes this request may reach (the caller's headroom)";
+  return start + " past the pool's limit of " + std::to_string(config_.limit_bytes) +
+         " bytes (limit_bytes); free memory or raise the limit";
+}
+
+block* caching_pool::grow_block(std::size_t block_bytes, std::size_t request) {
+  // The growth the request needs: what the free tail block of the growable segment lacks,
+  // rounded like a new segment; nullopt when there is no growable segment (any more).
+  auto needed = [&]() -> std::optional<std::pair<block*, std::size_t>> {
+    if (growable_ == 0) return std::nullopt;
+    block* last = segments_.at(growable_).first;
+    while (last->next) last = last->next;
+    const std::size_t have = last->allocated ? 0 : last->size;
+    const std::size_t r = config_.large_segment_rounding;
+    return std::pair{last, (block_bytes - have + r - 1) / r * r};
+  };
+  auto need = needed();
+  if (!need) return nullptr;
+  if (over_limit(need->second)) {
+    release_free_segments(0);
+    need = needed();  // the growable segment itself may have been fully free and released
+    if (!need) return nullptr;
+    if (over_limit(need->second))
+      fail_out_of_memory(request, limit_text(need->second, "growing the expandable segment"));
+  }
+  segment& seg = segments_.at(growable_).seg;
+  const std::size_t before = seg.size;
+  bool grown = false;
+  try {
+    grown = upstream_.grow(seg, need->second);
+  } catch (const error& first) {
+    if (first.code() != errc::out_of_memory) throw;
+    if (release_free_segments(0) == 0)
+      fail_out_of_memory(request, std::string("the upstream has no memory to grow the "
+                                              "expandable segment (") +
+                                      first.what() + ") and this pool had no free segment to "
+                                                     "release");
+    ++stats_[counter::num_alloc_retries];
+    need = needed();
+    if (!need) return nullptr;  // it was released: the caller asks for a new segment
+    try {
+      grown = upstream_.grow(segments_.at(growable_).seg, need->second);
+    } catch (const error& second) {
+      if (second.code() != errc::out_of_memory) throw;
+      fail_out_of_memory(request, std::string("the upstream has no memory to grow the "
+                                              "expandable segment even after this pool "
+                                              "released its free segments (") +
+                                      second.what() + ")");
+    }
+  }
+  if (!grown) {
+    // Reservation exhausted (or the source cannot grow): the next new segment takes over.
+    growable_ = 0;
+    return nullptr;
+  }
+  ++stats_[counter::upstream_allocs];
+  const std::size_t extra = seg.size - before;
+  change(metric::reserved_bytes, size_class::large_pool, signed_size(extra));
+  block* tail = large_.extend_segment(need->first, extra);
+  return large_.take(tail, block_bytes);
+}
+
+segment caching_pool::obtain_segment(std::size_t segment_bytes, std::size_t request,
+                                     bool growable) {
+  if (over_limit(segment_bytes)) {
+    release_free_segments(0);
+    if (over_limit(segment_bytes))
+      fail_out_of_memory(request, limit_text(segment_bytes, "a new segment"));
+  }
+
+  auto ask = [&] {
+    return growable ? upstream_.allocate_growable(
+                          segment_bytes, std::max(segment_bytes, config_.expandable_reserve_bytes),
+                          binding_, kind_)
+                    : upstream_.allocate(segment_bytes, binding_, kind_);
+  };
+  segment seg;
+  try {
+    seg = ask();
+  } catch (const error& first) {
+    if (first.code() != errc::out_of_memory) throw;
+    if (release_free_segments(0) == 0)
+      fail_out_of_memory(request, std::string("the upstream has no memory (") + first.what() +
+                                      ") and this pool had no free segment to release");
+    ++stats_[counter::num_alloc_retries];
+    try {
+      seg = ask();
+    } catch (const error& second) {
+      if (second.code() != errc::out_of_memory) throw;
+      fail_out_of_memory(request,
+                         std::string("the upstream has no memory even after this pool released "
+                                     "its free segments (") +
+                             second.what() + ")");
+    }
+  }
+  ++stats_[counter::upstream_allocs];
+
+  auto give_back = [&] {
+    upstream_.deallocate(seg);
+    ++stats_[counter::upstream_frees];
+  };
+  if (seg.size < segment_bytes || address_of(seg.base) % config_.alignment != 0) {
+    std::ostringstream s;
+    s << "umem pool " << describe() << ": the upstream (" << upstream_.describe()
+      << ") returned " << seg.size << " bytes at " << seg.base << " for a request of "
+      << segment_bytes << " bytes aligned to " << config_.alignment;
+    give_back();
+    throw_error(errc::internal, s.str());
+  }
+  if (over_limit(seg.size)) {
+    const std::size_t got = seg.size;
+    give_back();
+    fail_out_of_memory(request, "the upstream rounded a segment of " +
+                                    std::to_string(segment_bytes) + " bytes up to " +
+                                    std::to_string(got) + ", past the " +
+                                    std::to_string(reserved_cap()) +
+                                    " bytes the pool may reserve (limit_bytes, or the caller's "
+                                    "headroom)");
+  }
+  return seg;
+}
+
+void caching_pool::deallocate(void* p) {
+  if (!p || deallocate_cached(p)) return;
+  std::lock_guard lock(mutex_);
+  const auto it = live_.find(address_of(p));
+  if (it == live_.end()) fail_bad_free(p);
+  release_live(it);
+}
+
+bool caching_pool::deallocate_if_owned(void* p) {
+  if (!p || deallocate_cached(p)) return true;
+  std::lock_guard lock(mutex_);
+  const auto it = live_.find(address_of(p));
+  if (it != live_.end()) {
+    release_live(it);
+    return true;
+  }
+  const std::uintptr_t a = address_of(p);
+  auto seg = segments_.upper_bound(a);
+  if (seg == segments_.begin()) return false;
+  --seg;
+  if (a - seg->first >= seg->second.seg.size) return false;
+  fail_bad_free(p);
+}
+
+namespace {
+constexpr std::size_t max_spare_live_nodes = 64;
+}  // namespace
+
+// A caller's free on the locked path. The ticket says whether the block is still live (not freed
+// into a thread's cache before, Note [Thread cache]).
+void caching_pool::release_live(live_map::iterator it) {
+  block* b = it->second.b;
+  std::uint64_t t = b->ticket.load(std::memory_order_acquire);
+  if (ticket::state_of(t) != ticket::live ||
+      !b->ticket.compare_exchange_strong(t, ticket::with_state(t, ticket::free),
+                                         std::memory_order_acq_rel))
+    fail_cached_free(reinterpret_cast<const void*>(b->address));
+  const std::size_t k = it->second.pool == size_class::small_pool ? 0 : 1;
+  returns_.requested_adjust[k] +=
+      signed_size(b->live_requested.load(std::memory_order_relaxed)) - signed_size(b->requested);
+  return_to_list(it);
+}
+
+// A thread-cached block back in the pool: not a caller's free (Note [Statistics with thread
+// caches]).
+void caching_pool::release_cached(block* b) {
+  const auto it = live_.find(b->address);
+  const std::size_t k = it->second.pool == size_class::small_pool ? 0 : 1;
+  b->ticket.store(ticket::with_state(b->ticket.load(std::memory_order_relaxed), ticket::free),
+                  std::memory_order_relaxed);
+  returns_.bytes[k] += signed_size(b->size);
+  returns_.count[k] += 1;
+  returns_.requested[k] += signed_size(b->requested);
+  return_to_list(it);
+}
+
+std::size_t caching_pool::flush_thread_caches() {
+  std::vector<block*> blocks = threads_->steal_all();
+  std::size_t bytes = 0;
+  std::lock_guard lock(mutex_);
+  for (block* b : blocks) {
+    bytes += b->size;
+    release_cached(b);
+  }
+  return bytes;
+}
+
+void caching_pool::return_to_list(live_map::iterator it) {
+  const live_block lb = it->second;
+  const std::size_t size = lb.b->size;
+  const std::size_t requested = lb.b->requested;
+  live_map::node_type node = live_.extract(it);
+  if (spare_live_.size() < max_spare_live_nodes) spare_live_.push_back(std::move(node));
+  block* first = list_of(lb.pool).release(lb.b);
+  change(metric::allocated_bytes, lb.pool, -signed_size(size));
+  change(metric::requested_bytes, lb.pool, -signed_size(requested));
+  change(metric::allocation, lb.pool, -1);
+  if (lb.own_segment) {
+    release_segment(first, lb.pool);  // Note [Own segments]
+    return;
+  }
+  keep_cache_under_limit();
+}
+
+void caching_pool::keep_cache_under_limit() {
+  if (config_.max_cached_bytes != 0 && cached_bytes() > config_.max_cached_bytes)
+    release_free_segments(config_.max_cached_bytes);
+}
+
+void caching_pool::make_room() {
+  const std::size_t keep = config_.max_cached_bytes;
+  if (keep != 0 && !decommit_refused_ && cached_bytes() > keep) decommit_free_pages(keep);
+}
+
+std::size_t caching_pool::decommit_free_pages(std::size_t keep_cached) {
+  const std::uintptr_t g = config_.large_segment_rounding;
+  struct span {
+    segment_record* rec;
+    std::uintptr_t begin, end;
+  };
+  std::vector<span> spans;  // whole granules inside free large blocks, not yet decommitted
+  for (auto& [base, rec] : segments_) {
+    if (rec.pool != size_class::large_pool) continue;
+    for (const block* b = rec.first; b; b = b->next) {
+      if (b->allocated) continue;
+      std::uintptr_t at = (b->address + g - 1) / g * g;
+      const std::uintptr_t end = (b->address + b->size) / g * g;
+      auto d = rec.decommitted.upper_bound(at);
+      if (d != rec.decommitted.begin() && std::prev(d)->second > at) at = std::prev(d)->second;
+      while (at < end) {
+        const std::uintptr_t stop = d != rec.decommitted.end() ? std::min(end, d->first) : end;
+        if (stop > at) spans.push_back({&rec, at, stop});
+        if (d == rec.decommitted.end() || d->first >= end) break;
+        at = d->second;
+        ++d;
+      }
+    }
+  }
+  std::stable_sort(spans.begin(), spans.end(), [](const span& x, const span& y) {
+    return x.end - x.begin > y.end - y.begin;
+  });
+  std::size_t released = 0;
+  for (const span& s : spans) {
+    if (cached_bytes() <= keep_cached) break;
+    const std::size_t bytes = s.end - s.begin;
+    try {
+      if (!upstream_.decommit(s.rec->seg, reinterpret_cast<void*>(s.begin), bytes)) {
+        decommit_refused_ = true;
+        log().debug("umem pool {}: the upstream ({}) cannot give back pages; not asked again",
+                    describe(), upstream_.describe());
+        break;
+      }
+    } catch (const error& e) {
+      log().warn("umem pool {}: giving back {} bytes of free pages failed: {}", describe(), bytes,
+                 e.what());
+      break;
+    }
+    auto& d = s.rec->decommitted;
+    std::uintptr_t begin = s.begin;
+    std::uintptr_t end = s.end;
+    if (auto next = d.find(end); next != d.end()) {  // merge with neighbours: never adjacent
+      end = next->second;
+      d.erase(next);
+    }
+    if (auto it = d.lower_bound(begin); it != d.begin() && std::prev(it)->second == begin) {
+      std::prev(it)->second = end;
+    } else {
+      d.emplace(begin, end);
+    }
+    decommitted_bytes_ += bytes;
+    change(metric::reserved_bytes, size_class::large_pool, -signed_size(bytes));
+    released += bytes;
+  }
+  if (released != 0)
+    log().debug("umem pool {}: gave back {} bytes of free pages", describe(), released);
+  return released;
+}
+
+std::size_t caching_pool::recommit_bytes(const segment_record& rec, std::uintptr_t begin,
+                                         std::uintptr_t end) const {
+  std::size_t bytes = 0;
+  auto it = rec.decommitted.upper_bound(begin);
+  if (it != rec.decommitted.begin() && std::prev(it)->second > begin) --it;
+  for (; it != rec.decommitted.end() && it->first < end; ++it)
+    bytes += std::min(end, it->second) - std::max(begin, it->first);
+  return bytes;
+}
+
+void caching_pool::recommit(segment_record& rec, std::uintptr_t begin, std::uintptr_t end) {
+  auto& d = rec.decommitted;
+  std::size_t bytes = 0;
+  auto it = d.upper_bound(begin);
+  if (it != d.begin() && std::prev(it)->second > begin) --it;
+  while (it != d.end() && it->first < end) {
+    const auto [r0, r1] = *it;
+    it = d.erase(it);
+    const std::uintptr_t a = std::max(begin, r0);
+    const std::uintptr_t e = std::min(end, r1);
+    if (r0 < a) d.emplace(r0, a);
+    if (e < r1) it = d.emplace(e, r1).first;  // starts at `end`: the loop stops there
+    bytes += e - a;
+  }
+  decommitted_bytes_ -= bytes;
+  change(metric::reserved_bytes, size_class::large_pool, signed_size(bytes));
+}
+
+void caching_pool::fail_bad_free(const void* p) const {
+  const std::uintptr_t a = address_of(p);
+  std::ostringstream s;
+  s << "umem pool " << describe() << ": deallocate(" << p << "): ";
+  auto seg = segments_.upper_bound(a);
+  if (seg != segments_.begin()) --seg;
+  if (seg == segments_.end() || a < seg->first || a - seg->first >= seg->second.seg.size) {
+    s << "not allocated by this pool (it lies in none of its segments); free it with the "
+         "allocator that returned it";
+    throw_error(errc::invalid_argument, s.str());
+  }
+  const block* b = seg->second.first;
+  while (b->next && b->next->address <= a) b = b->next;
+  if (b->allocated)
+    s << "not the start of an allocation: it lies " << (a - b->address)
+      << " bytes inside the allocated block at " << pointer_of(b->address)
+      << "; pass exactly the pointer allocate() returned";
+  else if (b->address == a)
+    s << "double free: this address starts a block that is already free";
+  else
+    s << "double free or invalid pointer: it lies inside the free block at "
+      << pointer_of(b->address) << " (" << b->size
+      << " bytes; a freed block merges into a free lower neighbour)";
+  throw_error(errc::invalid_argument, s.str());
+}
+
+void caching_pool::fail_cached_free(const void* p) const {
+  std::ostringstream s;
+  s << "umem pool " << describe() << ": deallocate(" << p
+    << "): double free: this block was already freed (it waits in a thread's cache for reuse)";
+  throw_error(errc::invalid_argument, s.str());
+}
+
+bool caching_pool::owns(const void* p) const {
+  const std::uintptr_t a = address_of(p);
+  std::lock_guard lock(mutex_);
+  auto it = segments_.upper_bound(a);
+  if (it == segments_.begin()) return false;
+  --it;
+  return a - it->first < it->second.seg.size;
+}
+
+std::size_t caching_pool::block_size(const void* p) const {
+  std::lock_guard lock(mutex_);
+  const auto it = live_.find(address_of(p));
+  if (it == live_.end() || ticket::state_of(it->second.b->ticket.load(
+                               std::memory_order_acquire)) != ticket::live) {
+    std::ostringstream s;
+    s << "umem pool " << describe() << ": block_size(" << p
+      << "): not a live allocation of this pool";
+    throw_error(errc::invalid_argument, s.str());
+  }
+  return it->second.b->size;
+}
+
+std::size_t caching_pool::trim() {
+  flush_thread_caches();
+  std::lock_guard lock(mutex_);
+  return release_free_segments(0);
+}
+
+std::size_t caching_pool::release_free_segments(std::size_t keep_cached) {
+  if (small_.free_segment_count() == 0 && large_.free_segment_count() == 0) return 0;
+  std::vector<std::pair<block*, size_class>> candidates;
+  for (size_class c : {size_class::small_pool, size_class::large_pool})
+    for (block* b : list_of(c).free_segments()) candidates.emplace_back(b, c);
+  // Largest first: the fewest upstream calls to get under keep_cached.
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const auto& x, const auto& y) { return x.first->size > y.first->size; });
+  std::size_t released = 0;
+  for (const auto& [b, c] : candidates) {
+    if (cached_bytes() <= keep_cached) break;
+    released += release_segment(b, c);
+  }
+  if (released != 0)
+    log().debug("umem pool {}: returned {} bytes to the upstream", describe(), released);
+  return released;
+}
+
+// Gives the fully free segment whose first block is `first` back to the upstream; its size.
+std::size_t caching_pool::release_segment(block* first, size_class c) {
+  const auto it = segments_.find(first->segment_base);
+  const segment seg = it->second.seg;
+  const std::size_t given_back =
+      recommit_bytes(it->second, address_of(seg.base), address_of(seg.base) + seg.size);
+  list_of(c).remove_segment(first);
+  segments_.erase(it);
+  if (address_of(seg.base) == growable_) growable_ = 0;
+  upstream_.deallocate(seg);
+  ++stats_[counter::upstream_frees];
+  decommitted_bytes_ -= given_back;
+  change(metric::reserved_bytes, c, -signed_size(seg.size - given_back));
+  change(metric::segment, c, -1);
+  return seg.size;
+}
+
+pool_stats caching_pool::stats() const {
+  const thread_cache_totals t = threads_->totals();
+  std::lock_guard lock(mutex_);
+  pool_stats s = stats_;
+  if (!threads_->enabled()) return s;
+  // Note [Statistics with thread caches]: callers' operations = the pool's own hand-outs and
+  // locked frees plus the threads' cache hits and cached frees.
+  const size_class classes[] = {size_class::small_pool, size_class::large_pool};
+  for (std::size_t k = 0; k < 2; ++k) {
+    const thread_cache_totals::per_class& tc = t.classes[k];
+    auto fold = [&](metric m, std::int64_t allocs, std::int64_t frees, std::int64_t returned) {
+      for (size_class c : {classes[k], size_class::all}) {
+        stat& g = s(m, c);
+        g.allocated += allocs;
+        g.freed += frees - returned;
+      }
+    };
+    fold(metric::allocated_bytes, tc.alloc_bytes, tc.free_bytes, returns_.bytes[k]);
+    fold(metric::allocation, tc.alloc_count, tc.free_count, returns_.count[k]);
+    fold(metric::requested_bytes, tc.alloc_requested, tc.free_requested,
+         returns_.requested[k] - returns_.requested_adjust[k]);
+  }
+  for (metric m : {metric::allocated_bytes, metric::allocation, metric::requested_bytes})
+    for (size_class c : {size_class::all, size_class::small_pool, size_class::large_pool}) {
+      stat& g = s(m, c);
+      g.current = g.allocated - g.freed;
+      g.peak = std::max(g.peak, g.current);
+    }
+  s[counter::cache_hits] += t.hits;
+  return s;
+}
+
+pool_snapshot caching_pool::snapshot() const {
+  std::lock_guard lock(mutex_);
+  pool_snapshot out;
+  out.segments.reserve(segments_.size());
+  for (const auto& [base, rec] : segments_) {
+    segment_snapshot s;
+    s.base = base;
+    s.size = rec.seg.size;
+    s.binding = rec.seg.binding;
+    s.kind = rec.seg.kind;
+    s.huge_pages = rec.seg.huge_pages;
+    s.pool = rec.pool;
+    for (const block* b = rec.first; b; b = b->next) {
+      const bool cached = b->allocated && ticket::state_of(b->ticket.load(
+                                              std::memory_order_acquire)) == ticket::cached;
+      const bool in_use = b->allocated && !cached;
+      s.blocks.push_back({b->address - base, b->size,
+                          in_use ? b->live_requested.load(std::memory_order_relaxed) : 0, in_use,
+                          cached});
+    }
+    out.segments.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Cached blocks go back first, so that the new peaks start from what callers hold.
+void caching_pool::reset_peak_stats() {
+  flush_thread_caches();
+  std::lock_guard lock(mutex_);
+  stats_.reset_peak();
+}
+
+void caching_pool::attach_global(global_peak_tracker& global) {
+  std::lock_guard lock(mutex_);
+  if (global_)
+    throw_error(errc::invalid_argument,
+                "umem pool " + describe() + ": attach_global: it already reports to a tracker");
+  global.absorb(stats_);
+  global_ = &global;
+}
+
+void caching_pool::count_spill() {
+  std::lock_guard lock(mutex_);
+  ++stats_[counter::spills];
+}
+
+}  // namespace umem::alloc
