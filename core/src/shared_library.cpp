@@ -15,11 +15,7 @@ std::optional<opened_library> open_first(std::span<const std::string> candidates
   for (const auto& candidate : candidates) {
     dlerror();  // clear a stale message
     if (void* handle = dlopen(candidate.c_str(), flags)) {
-      opened_library out{handle, candidate, candidate};
-      if (const link_map* map = nullptr; dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 &&
-                                         map != nullptr && map->l_name != nullptr && *map->l_name)
-        out.mapped_path = map->l_name;
-      return out;
+      return opened_library{handle, candidate, mapped_path_of(handle, candidate)};
     }
     // dlerror names the file itself ("PATH: cannot open shared object file: ..."); with
     // RTLD_NOLOAD a library that is not loaded sets no message at all.
@@ -58,13 +54,20 @@ library_reference::~library_reference() {
   if (lib_.handle != nullptr) dlclose(lib_.handle);
 }
 
-void* library_reference::symbol(const char* name, bool required, const std::string& what,
-                                const std::string& hint) const {
-  void* p = dlsym(lib_.handle, name);
-  if (p == nullptr && required)
-    throw_error(errc::runtime_error, what + " " + lib_.mapped_path +
-                                         " lacks the required symbol " + name + "; " + hint);
+void* find_symbol(void* handle, const runtime_symbol& s, const std::string& what,
+                  const std::string& path, const std::string& hint) {
+  void* p = dlsym(handle, s.name);
+  if (p == nullptr && s.need == symbol_need::required)
+    throw_error(errc::runtime_error,
+                what + " " + path + " lacks the required symbol " + s.name + "; " + hint);
   return p;
+}
+
+std::string mapped_path_of(void* handle, const std::string& fallback) {
+  if (const link_map* map = nullptr; dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 &&
+                                     map != nullptr && map->l_name != nullptr && *map->l_name)
+    return map->l_name;
+  return fallback;
 }
 
 }  // namespace umem

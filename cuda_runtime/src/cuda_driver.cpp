@@ -1,7 +1,6 @@
 #include "umem/cuda_runtime/cuda_driver.hpp"
 
 #include <dlfcn.h>
-#include <link.h>
 
 #include <algorithm>
 #include <array>
@@ -23,21 +22,9 @@ constexpr std::array kSymbols{
 #undef UMEM_CUDA_ENTRY
 };
 
-template <class Fn>
-void resolve(void* handle, const std::string& path, const char* name, symbol_need need,
-             Fn& slot) {
-  void* p = dlsym(handle, name);
-  if (p == nullptr) {
-    if (need == symbol_need::required)
-      throw_error(errc::runtime_error,
-                  "the CUDA driver " + path + " lacks the required symbol " + name +
-                      "; it is not a usable libcuda.so.1 (set UMEM_CUDA_DRIVER_LIB to another "
-                      "one, or update the NVIDIA driver)");
-    return;
-  }
-  // POSIX guarantees that a dlsym result converts to a function pointer.
-  slot = reinterpret_cast<Fn>(p);
-}
+const char* const cuda_hint =
+    "it is not a usable libcuda.so.1 (set UMEM_CUDA_DRIVER_LIB to another one, or update the "
+    "NVIDIA driver)";
 
 }  // namespace
 
@@ -68,12 +55,11 @@ cuda_driver cuda_driver::load_from(std::span<const std::string> candidates) {
 
 cuda_driver::cuda_driver(void* handle, std::string path)
     : handle_(handle), path_(std::move(path)), resolved_path_(path_) {
-  if (const link_map* map = nullptr; dlinfo(handle_, RTLD_DI_LINKMAP, &map) == 0 &&
-                                     map != nullptr && map->l_name != nullptr && *map->l_name)
-    resolved_path_ = map->l_name;
+  resolved_path_ = mapped_path_of(handle_, path_);
   try {
-#define UMEM_CUDA_RESOLVE(symbol, need, params) \
-  resolve(handle_, resolved_path_, #symbol, symbol_need::need, fns_.symbol);
+#define UMEM_CUDA_RESOLVE(symbol, need, params)                                                \
+  resolve_symbol(handle_, {#symbol, symbol_need::need}, fns_.symbol, "the CUDA driver",        \
+                 resolved_path_, cuda_hint);
     UMEM_CUDA_SYMBOLS(UMEM_CUDA_RESOLVE)
 #undef UMEM_CUDA_RESOLVE
   } catch (...) {

@@ -24,14 +24,9 @@ constexpr std::array kSymbols{
 #undef UMEM_HIP_ENTRY
 };
 
-template <class Fn>
-void resolve(const library_reference& lib, const char* name, symbol_need need, Fn& slot) {
-  // POSIX guarantees that a dlsym result converts to a function pointer.
-  slot = reinterpret_cast<Fn>(
-      lib.symbol(name, need == symbol_need::required, "the HIP runtime",
-                 "it is not a usable libamdhip64 (point UMEM_HIP_RUNTIME_LIB at the HIP runtime "
-                 "the process uses)"));
-}
+const char* const hip_hint =
+    "it is not a usable libamdhip64 (point UMEM_HIP_RUNTIME_LIB at the HIP runtime the process "
+    "uses)";
 
 }  // namespace
 
@@ -67,7 +62,7 @@ std::optional<hip_runtime> hip_runtime::find_loaded_in(std::span<const std::stri
 // A missing required symbol throws from the body: lib_ is built by then and drops the reference.
 hip_runtime::hip_runtime(opened_library lib) : lib_(std::move(lib)) {
 #define UMEM_HIP_RESOLVE(symbol, need, result, params) \
-  resolve(lib_, #symbol, symbol_need::need, fns_.symbol);
+  lib_.resolve({#symbol, symbol_need::need}, fns_.symbol, "the HIP runtime", hip_hint);
   UMEM_HIP_SYMBOLS(UMEM_HIP_RESOLVE)
 #undef UMEM_HIP_RESOLVE
   log().debug("using the HIP runtime already loaded: {} ({})", path(), resolved_path());

@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 #include <hsa/hsa.h>
 #include <hsa/hsa_ext_amd.h>
-#include <link.h>
 
 #include <algorithm>
 #include <array>
@@ -23,6 +22,8 @@ namespace umem::hsa {
 namespace {
 
 constexpr const char* kSoname = "libhsa-runtime64.so.1";
+const char* const rocr_hint =
+    "it is not a usable libhsa-runtime64 (set UMEM_HSA_RUNTIME_LIB to another one)";
 
 // Note [Checking the mirrors against the real headers]
 // mirror<T> maps each HSA type of a declaration in <hsa/hsa.h> to the rocr_* type the table
@@ -86,23 +87,6 @@ constexpr std::array kSymbols{
 #undef UMEM_ROCR_ENTRY
 };
 
-template <class Fn>
-void resolve(void* handle, const std::string& path, const char* name, symbol_need need, Fn& slot,
-             std::vector<std::string>& missing) {
-  void* p = dlsym(handle, name);
-  if (p == nullptr) {
-    if (need == symbol_need::required)
-      throw_error(errc::runtime_error,
-                  "the ROCm runtime " + path + " lacks the required symbol " + name +
-                      "; it is not a usable libhsa-runtime64 (set UMEM_HSA_RUNTIME_LIB to "
-                      "another one)");
-    missing.emplace_back(name);
-    return;
-  }
-  // POSIX guarantees that a dlsym result converts to a function pointer.
-  slot = reinterpret_cast<Fn>(p);
-}
-
 std::string hex_status(rocr_status status) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%x", status);
@@ -146,12 +130,12 @@ rocr_library rocr_library::load_from(std::span<const std::string> candidates) {
 
 rocr_library::rocr_library(void* handle, std::string path)
     : handle_(handle), path_(std::move(path)), resolved_path_(path_) {
-  if (const link_map* map = nullptr; dlinfo(handle_, RTLD_DI_LINKMAP, &map) == 0 &&
-                                     map != nullptr && map->l_name != nullptr && *map->l_name)
-    resolved_path_ = map->l_name;
+  resolved_path_ = mapped_path_of(handle_, path_);
   try {
-#define UMEM_ROCR_RESOLVE(symbol, need, ret, params) \
-  resolve(handle_, resolved_path_, #symbol, symbol_need::need, fns_.symbol, missing_);
+#define UMEM_ROCR_RESOLVE(symbol, need, ret, params)                                        \
+  if (!resolve_symbol(handle_, {#symbol, symbol_need::need}, fns_.symbol, "the ROCm runtime", \
+                      resolved_path_, rocr_hint))                                            \
+    missing_.emplace_back(#symbol);
     UMEM_ROCR_SYMBOLS(UMEM_ROCR_RESOLVE)
 #undef UMEM_ROCR_RESOLVE
   } catch (...) {

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
+
 #include <string>
 #include <vector>
 
@@ -62,10 +64,16 @@ TEST(LibraryReference, FindsSymbolsAndNamesAMissingRequiredOne) {
   auto found = umem::find_loaded_library(std::vector<std::string>{"libc.so.6"});
   ASSERT_TRUE(found.has_value());
   const umem::library_reference lib(*std::move(found));
-  EXPECT_NE(lib.symbol("malloc", true, "libc", ""), nullptr);
-  EXPECT_EQ(lib.symbol("umem_no_such_symbol", false, "libc", ""), nullptr);
+  using umem::symbol_need;
+  void* (*malloc_fn)(std::size_t) = nullptr;
+  EXPECT_TRUE(lib.resolve({"malloc", symbol_need::required}, malloc_fn, "libc", ""));
+  EXPECT_NE(malloc_fn, nullptr);
+  void (*absent)() = nullptr;
+  EXPECT_FALSE(lib.resolve({"umem_no_such_symbol", symbol_need::optional}, absent, "libc", ""));
+  EXPECT_EQ(absent, nullptr);  // left as it was
   try {
-    (void)lib.symbol("umem_no_such_symbol", true, "the C library", "use another one");
+    (void)lib.resolve({"umem_no_such_symbol", symbol_need::required}, absent, "the C library",
+                      "use another one");
     FAIL();
   } catch (const umem::error& e) {
     EXPECT_EQ(e.code(), umem::errc::runtime_error);

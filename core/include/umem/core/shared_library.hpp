@@ -17,6 +17,26 @@ struct runtime_symbol {
   symbol_need need;
 };
 
+// The address of `s.name` in `handle` (from dlopen), or null when the library lacks it and
+// `s.need` is optional. A missing required symbol throws umem::error(runtime_error): "<what>
+// <path> lacks the required symbol <name>; <hint>". One function for every runtime table, so
+// they all fail the same way.
+void* find_symbol(void* handle, const runtime_symbol& s, const std::string& what,
+                  const std::string& path, const std::string& hint);
+
+// find_symbol into a table's typed slot (left as it is when absent); true when found.
+template <class Fn>
+bool resolve_symbol(void* handle, const runtime_symbol& s, Fn& slot, const std::string& what,
+                    const std::string& path, const std::string& hint) {
+  void* p = find_symbol(handle, s, what, path, hint);
+  if (p == nullptr) return false;
+  slot = reinterpret_cast<Fn>(p);  // POSIX guarantees that a dlsym result converts to it
+  return true;
+}
+
+// The file ld.so mapped for `handle` (its link map), else `fallback`.
+std::string mapped_path_of(void* handle, const std::string& fallback);
+
 struct opened_library {
   void* handle = nullptr;  // from dlopen(RTLD_NOW | RTLD_LOCAL); the caller dlcloses it
   std::string path;        // the candidate that loaded, as given
@@ -49,11 +69,12 @@ class library_reference {
   const std::string& path() const { return lib_.path; }
   const std::string& mapped_path() const { return lib_.mapped_path; }
 
-  // The address of `name`, or null when the library lacks it and `required` is false. A missing
-  // required symbol throws umem::error(runtime_error): "<what> <mapped path> lacks the required
-  // symbol <name>; <hint>".
-  void* symbol(const char* name, bool required, const std::string& what,
-               const std::string& hint) const;
+  // resolve_symbol in this library (its mapped path in the message).
+  template <class Fn>
+  bool resolve(const runtime_symbol& s, Fn& slot, const std::string& what,
+               const std::string& hint) const {
+    return resolve_symbol(lib_.handle, s, slot, what, lib_.mapped_path, hint);
+  }
 
  private:
   opened_library lib_;
