@@ -142,7 +142,6 @@ void bridge::account_allocate(int device, std::size_t reported, std::size_t requ
 void bridge::released(const held_block& b, bool shared) {
   alloc_->deallocate(b.p);
   if (!shared) return;  // inactive since its free (Note [Blocks used on several streams])
-  std::lock_guard lock(mutex_);
   for (usage* u : {&usage_[b.device], &total_}) {
     sub(u->active_bytes, class_of(b.size), static_cast<std::int64_t>(b.size));
     sub(u->active, class_of(b.size), 1);
@@ -182,9 +181,11 @@ void bridge::throw_oom(std::size_t bytes, int device, const std::string& detail)
   }
   const auto [reserved, pool_allocated] = reserved_of(device, discrete(device));
   std::int64_t allocated = 0;
+  std::size_t held = 0;
   std::string allowed;
   {
     std::lock_guard lock(mutex_);
+    held = cache_->held_bytes(device);
     const usage& u = usage_[device];
     allocated = u.allocated[0].current;
     if (u.cap_bytes) allowed = format_size(*u.cap_bytes) + " allowed; ";
@@ -202,7 +203,7 @@ void bridge::throw_oom(std::size_t bytes, int device, const std::string& detail)
                   " is allocated by PyTorch, and " + format_size(unused) +
                   " is reserved by PyTorch but unallocated. umem: NUMA node " +
                   std::to_string(node_of_device(device)) + ", " +
-                  std::to_string(cache_->held_bytes(device)) + " bytes waiting on streams; " +
+                  std::to_string(held) + " bytes waiting on streams; " +
                   detail);
 }
 
@@ -218,7 +219,7 @@ void* bridge::allocate_with_retry(std::size_t bytes, const alloc::request& r, in
       ++usage_[device].num_alloc_retries;
       ++total_.num_alloc_retries;
     }
-    if (captures_.load() == 0) cache_->release_all(false);
+    if (captures_.load() == 0) release_held(false);
     alloc_->trim();
     try {
       return alloc_->allocate(bytes, r);
@@ -263,7 +264,7 @@ void* bridge::allocate_within_cap(std::size_t reported, int device, std::uint64_
       }
     }
     // Like PyTorch's allocator at its cap: give the cache back, then try once more.
-    if (captures_.load() == 0) cache_->release_all(false);
+    if (captures_.load() == 0) release_held(false);
     alloc_->trim();
   }
 }
@@ -275,51 +276,49 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
                 std::string(alloc_->topo().gpu_backend.name == "rocr" ? "HIP" : "CUDA") +
                     " out of memory. Tried to allocate more than 1EB memory.");
   const std::size_t reported = pytorch_size(bytes);
-  std::optional<held_block> reused;
-  if (device >= 0) reused = cache_->reuse(reported, device, stream);
-  void* p = nullptr;
-  if (reused) {
-    p = reused->p;
-  } else {
+  std::optional<std::uint64_t> cap;
+  {
+    // Note [One lock]: a block freed on this stream is the whole malloc under one lock.
+    std::lock_guard lock(mutex_);
+    if (device >= 0)
+      if (const auto reused = cache_->reuse(reported, device, stream)) {
+        account_allocate(device, reported, bytes, true);
+        live_[reused->p] = live_block{bytes, reported, device, stream, {}};
+        return reused->p;
+      }
     if (captures_.load() == 0) cache_->release_completed();
-    std::optional<std::uint64_t> cap;
-    if (capped_devices_.load(std::memory_order_relaxed) != 0) {  // no lock while no cap is set
-      std::lock_guard lock(mutex_);
+    if (capped_devices_.load(std::memory_order_relaxed) != 0)
       if (auto it = usage_.find(device); it != usage_.end()) cap = it->second.cap_bytes;
-    }
-    p = cap ? allocate_within_cap(reported, device, *cap)
-            : allocate_with_retry(reported, request_for(device), device);
   }
+  void* p = cap ? allocate_within_cap(reported, device, *cap)
+                : allocate_with_retry(reported, request_for(device), device);
   std::lock_guard lock(mutex_);
-  account_allocate(device, reported, bytes, reused.has_value());
+  account_allocate(device, reported, bytes, false);
   live_[p] = live_block{bytes, reported, device, stream, {}};
   return p;
 }
 
 void bridge::deallocate(void* p) {
   if (p == nullptr) return;
-  live_block l;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = live_.find(p);
-    if (it == live_.end())
-      throw_error(errc::not_found,
-                  "umem torch bridge: free of a pointer that is not a live allocation");
-    l = std::move(it->second);
-    live_.erase(it);
-    const std::size_t cls = class_of(l.reported);
-    for (usage* u : {&usage_[l.device], &total_}) {
-      sub(u->allocated, cls, static_cast<std::int64_t>(l.reported));
-      sub(u->requested, cls, static_cast<std::int64_t>(l.requested));
-      sub(u->allocation, cls, 1);
-      // A block used on its own stream only is free for that stream at once, as in PyTorch.
-      if (l.uses.empty()) {
-        sub(u->active_bytes, cls, static_cast<std::int64_t>(l.reported));
-        sub(u->active, cls, 1);
-      }
+  std::unique_lock lock(mutex_);
+  auto it = live_.find(p);
+  if (it == live_.end())
+    throw_error(errc::not_found, "umem torch bridge: free of a pointer that is not a live allocation");
+  const live_block l = std::move(it->second);
+  live_.erase(it);
+  const std::size_t cls = class_of(l.reported);
+  for (usage* u : {&usage_[l.device], &total_}) {
+    sub(u->allocated, cls, static_cast<std::int64_t>(l.reported));
+    sub(u->requested, cls, static_cast<std::int64_t>(l.requested));
+    sub(u->allocation, cls, 1);
+    // A block used on its own stream only is free for that stream at once, as in PyTorch.
+    if (l.uses.empty()) {
+      sub(u->active_bytes, cls, static_cast<std::int64_t>(l.reported));
+      sub(u->active, cls, 1);
     }
   }
   if (l.device < 0) {
+    lock.unlock();  // host memory has no streams: straight back to the allocator
     alloc_->deallocate(p);
     return;
   }
@@ -395,16 +394,24 @@ void bridge::set_external_reserved(int device, std::uint64_t bytes) {
   usage_[device].external_bytes = static_cast<std::int64_t>(bytes);
 }
 
+void bridge::release_held(bool synchronized) {
+  std::lock_guard lock(mutex_);
+  cache_->release_all(synchronized);
+}
+
 void bridge::capture_begin() { captures_.fetch_add(1); }
 
 void bridge::capture_end() {
-  if (captures_.fetch_sub(1) == 1) cache_->arm_deferred();
+  if (captures_.fetch_sub(1) == 1) {
+    std::lock_guard lock(mutex_);
+    cache_->arm_deferred();
+  }
 }
 
 std::size_t bridge::empty_cache(bool device_synchronized) {
   // During a capture PyTorch's allocator keeps its cache too: releasing waits on events.
   if (captures_.load() > 0) return 0;
-  cache_->release_all(device_synchronized);
+  release_held(device_synchronized);
   return alloc_->trim();
 }
 
@@ -460,8 +467,12 @@ std::pair<std::uint64_t, std::uint64_t> bridge::capacity(int device) const {
   }
   // Cached but unused bytes of the device's pools are free for PyTorch too.
   const auto [reserved, allocated] = reserved_of(device, own.has_value());
-  const std::int64_t cached =
-      reserved - allocated + static_cast<std::int64_t>(cache_->held_bytes(device));
+  std::size_t held = 0;
+  {
+    std::lock_guard lock(mutex_);
+    held = cache_->held_bytes(device);
+  }
+  const std::int64_t cached = reserved - allocated + static_cast<std::int64_t>(held);
   free_bytes += static_cast<std::uint64_t>(std::max<std::int64_t>(cached, 0));
   return {free_bytes, total};
 }
@@ -537,9 +548,8 @@ std::map<std::string, std::int64_t> bridge::memory_stats(int device) const {
   out["num_alloc_retries"] = s.num_alloc_retries;
   out["num_device_alloc"] = s.num_device_alloc;
   out["num_device_free"] = s.num_device_free;
-  const auto held = static_cast<std::int64_t>(cache_->held_bytes(device));
-  out["umem.held_for_streams_bytes"] = held;
   std::lock_guard lock(mutex_);
+  out["umem.held_for_streams_bytes"] = static_cast<std::int64_t>(cache_->held_bytes(device));
   usage none;
   const usage* u = &total_;
   if (device >= 0) {

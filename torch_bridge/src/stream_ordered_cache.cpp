@@ -63,7 +63,6 @@ void stream_ordered_cache::release(held& h) {
 
 void stream_ordered_cache::deallocate(const held_block& b, void* stream,
                                       std::span<void* const> uses, bool defer) {
-  std::lock_guard lock(mutex_);
   if (uses.empty()) {  // Note [Lazy stream fences]: nothing to record now
     stream_blocks& s = streams_[{b.device, stream}];
     held h{b, stream, {}, {}, false, s.next_seq++};
@@ -88,7 +87,6 @@ void stream_ordered_cache::deallocate(const held_block& b, void* stream,
 }
 
 std::optional<held_block> stream_ordered_cache::reuse(std::size_t size, int device, void* stream) {
-  std::lock_guard lock(mutex_);
   auto it = streams_.find({device, stream});
   if (it == streams_.end()) return std::nullopt;
   stream_blocks& s = it->second;
@@ -165,7 +163,6 @@ std::size_t stream_ordered_cache::release_shared(bool all, bool wait) {
 }
 
 std::size_t stream_ordered_cache::release_completed() {
-  std::lock_guard lock(mutex_);
   std::size_t bytes = release_shared(false, false);
   for (auto it = streams_.begin(); it != streams_.end();) {
     bytes += release_front(it->first, it->second, false, false);
@@ -175,7 +172,6 @@ std::size_t stream_ordered_cache::release_completed() {
 }
 
 std::size_t stream_ordered_cache::release_all(bool synchronized) {
-  std::lock_guard lock(mutex_);
   std::size_t bytes = release_shared(true, !synchronized);
   for (auto it = streams_.begin(); it != streams_.end();) {
     bytes += release_front(it->first, it->second, true, !synchronized);
@@ -185,14 +181,12 @@ std::size_t stream_ordered_cache::release_all(bool synchronized) {
 }
 
 void stream_ordered_cache::arm_deferred() {
-  std::lock_guard lock(mutex_);
   for (auto& [key, s] : streams_) fence_stream(key, s);
   for (held& h : shared_)
     if (h.deferred) record_events(h);
 }
 
 std::size_t stream_ordered_cache::held_bytes(int device) const {
-  std::lock_guard lock(mutex_);
   std::size_t bytes = 0;
   for (const auto& [key, s] : streams_)
     if (device < 0 || key.first == device)

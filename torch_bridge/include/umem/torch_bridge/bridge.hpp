@@ -13,6 +13,14 @@
 // "large_pool", as in PyTorch.
 //
 // Thread safety: every member function may be called from any thread.
+//
+// Note [One lock]
+// One mutex guards the bridge's statistics, its live blocks and the stream-ordered cache
+// (stream_ordered_cache has no lock of its own), so a PyTorch malloc that reuses a block freed on
+// its stream takes that one lock and no other, and a free takes it once. A malloc the cache cannot
+// serve takes it again after the umem allocator (its own pools' locks) has served it: the
+// allocator's work, which may ask the system for memory, runs outside the bridge's lock. The
+// cache's release callback runs under the lock and returns blocks to the allocator there.
 #pragma once
 
 #include <array>
@@ -189,6 +197,9 @@ class bridge {
   std::int64_t reserved_for_cap(int device) const;
   [[noreturn]] void throw_oom(std::size_t bytes, int device, const std::string& detail);
   void account_allocate(int device, std::size_t reported, std::size_t requested, bool reused);
+  // cache_->release_all under mutex_.
+  void release_held(bool synchronized);
+  // The cache's release callback, called under mutex_ (Note [One lock]).
   void released(const held_block& b, bool shared);
   // {free, total} before the memory fraction's cap: the GPU's own memory (discrete), else the
   // NUMA node's as the kernel reports it; free includes umem's unused cache there.
@@ -205,7 +216,7 @@ class bridge {
   std::unique_ptr<stream_ordered_cache> cache_;
   std::atomic<int> captures_{0};
   std::atomic<int> capped_devices_{0};  // devices whose usage has a cap_bytes
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;     // guards what follows and cache_ (Note [One lock])
   std::map<int, usage> usage_;   // by device; -1 for host allocations
   usage total_;                  // every device and the host together (peaks of the sum)
   std::unordered_map<const void*, live_block> live_;

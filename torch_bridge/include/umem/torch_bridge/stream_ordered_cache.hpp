@@ -24,7 +24,9 @@
 // "deferred" (still reusable by its own stream, whose order makes that safe) until arm_deferred()
 // records its events once no capture is underway.
 //
-// Thread safety: all member functions may be called from any thread (one mutex).
+// Thread safety: none of its own. The owner serializes every call (the torch bridge holds its
+// mutex around each, so one PyTorch malloc or free takes one lock, Note [One lock] in bridge.hpp),
+// and `release` runs inside those calls, under the owner's lock.
 #pragma once
 
 #include <cstddef>
@@ -34,7 +36,6 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <utility>
@@ -132,7 +133,6 @@ class stream_ordered_cache {
 
   event_factory events_;
   release_fn release_;
-  mutable std::mutex mutex_;
   std::map<stream_key, stream_blocks> streams_;
   std::list<held> shared_;  // blocks used on several streams (any device)
   std::map<int, std::vector<std::unique_ptr<alloc::stream_event>>> spare_events_;
