@@ -13,6 +13,7 @@
 #include "umem/core/detail/log.hpp"
 #include "umem/core/detail/text.hpp"
 #include "umem/hsa_runtime/rocr_compat.hpp"
+#include "umem/hsa_runtime/rocr_handles.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
 
 namespace umem::hsa {
@@ -92,26 +93,11 @@ class prober {
   const rocr_functions& fn_;
 };
 
-// Iteration callbacks must not let an exception unwind through the runtime's C frames.
-template <class Handle>
-rocr_status collect(Handle h, void* data) {
-  try {
-    static_cast<std::vector<Handle>*>(data)->push_back(h);
-    return rc::status::success;
-  } catch (...) {
-    return rc::status::error;
-  }
-}
-
-std::vector<rocr_agent> list_agents(const prober& p) {
-  std::vector<rocr_agent> out;
-  p.lib().check(p.fn().hsa_iterate_agents(&collect<rocr_agent>, &out), "hsa_iterate_agents");
-  return out;
-}
+std::vector<rocr_agent> list_agents(const prober& p) { return agents_of(p.lib()); }
 
 std::vector<std::string> read_isas(prober& p, rocr_agent a) {
   std::vector<rocr_isa> isas;
-  p.lib().check(p.fn().hsa_agent_iterate_isas(a, &collect<rocr_isa>, &isas),
+  p.lib().check(p.fn().hsa_agent_iterate_isas(a, &collect_handle<rocr_isa>, &isas),
                 "hsa_agent_iterate_isas");
   std::vector<std::string> names;
   for (rocr_isa isa : isas) {
@@ -182,10 +168,7 @@ agent read_agent(prober& p, rocr_agent handle) {
   a.bdfid = p.get_agent<std::uint32_t>(handle, ai::bdfid);
   a.pci_domain = p.probe_agent<std::uint32_t>(handle, ai::domain);
 
-  std::vector<rocr_pool> pools;
-  p.lib().check(p.fn().hsa_amd_agent_iterate_memory_pools(handle, &collect<rocr_pool>, &pools),
-                "hsa_amd_agent_iterate_memory_pools");
-  for (rocr_pool pool : pools) a.pools.push_back(read_pool(p, pool));
+  for (rocr_pool pool : pools_of(p.lib(), handle)) a.pools.push_back(read_pool(p, pool));
   return a;
 }
 

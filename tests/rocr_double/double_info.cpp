@@ -36,6 +36,9 @@ hsa_status_t put_string(void* value, const std::string& v, std::size_t buffer_si
 
 bool is_5_2_3(const state& s) { return s.version == release::v5_2_3; }
 
+// HSA_AMD_AGENT_INFO_MEMORY_AVAIL (uint64_t), after 5.2.3: its header ends at 0xA014.
+constexpr std::uint32_t kAgentInfoMemoryAvail = 0xA015;
+
 // The release's own answer when the snapshot carries no runtime version.
 std::uint16_t default_version(const state& s, bool major, bool ext) {
   if (s.version == release::v6_4) return major ? 1 : (ext ? 6 : 14);
@@ -115,6 +118,7 @@ hsa_status_t agent_info(const state& s, std::size_t index, std::uint32_t attr, v
           nearest.handle = agent_handle(i);
       return put(value, nearest);
     }
+    case kAgentInfoMemoryAvail: return put(value, agent_memory_avail(s, index));
     case ai::memory_properties: {
       if (!a.is_apu) return HSA_STATUS_ERROR_INVALID_ARGUMENT;
       std::uint8_t bytes[8] = {};

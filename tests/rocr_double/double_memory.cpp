@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "double_state.hpp"
 #include "umem/hsa_runtime/rocr_compat.hpp"
@@ -133,12 +134,16 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool
   // 5.2.3 rejects any flag; 6.2 and later ignore bits they do not know.
   if (s.version == release::v5_2_3 && flags != 0)
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  if (const auto injected = std::exchange(s.fail_next_pool_allocate, std::nullopt))
+    return finish(s, call, static_cast<hsa_status_t>(*injected), " (injected)");
   const auto& pool = s.machine.agents[d->first].pools[d->second];
   if (!pool.is_global() || !pool.alloc_allowed)
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ALLOCATION);
   const std::size_t page = page_size();
   const std::size_t mapped = round_up(size, std::max<std::size_t>(pool.alloc_granule, page));
-  if (pool_in_use(s, d->first, d->second) + mapped > pool.size_bytes)
+  // The pool's own size, and what the agent's memory has left (its pools share it).
+  if (pool_in_use(s, d->first, d->second) + mapped > pool.size_bytes ||
+      mapped > agent_memory_avail(s, d->first))
     return finish(s, call, HSA_STATUS_ERROR_OUT_OF_RESOURCES);
   // Reserve-only mappings: a test may ask for pool-sized blocks without owning that much RAM.
   void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
@@ -356,4 +361,23 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_svm_attributes_get(
     pair.value = r->second.at(pair.attribute);
   }
   return finish(s, call, HSA_STATUS_SUCCESS);
+}
+
+// Test control: other processes hold `bytes` of the memory of the agent of KFD node `kfd_node`
+// (0 clears it); it counts against allocations and MEMORY_AVAIL until the last hsa_shut_down.
+UMEM_DOUBLE_EXPORT void umem_rocr_double_set_foreign_use(uint32_t kfd_node, uint64_t bytes) {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  if (bytes == 0)
+    s.foreign_use.erase(kfd_node);
+  else
+    s.foreign_use[kfd_node] = bytes;
+}
+
+// Test control: the next hsa_amd_memory_pool_allocate with a valid pool answers `status` and
+// allocates nothing.
+UMEM_DOUBLE_EXPORT void umem_rocr_double_fail_next_pool_allocate(uint32_t status) {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  s.fail_next_pool_allocate = status;
 }

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -92,6 +93,8 @@ void release_everything(state& s) {
   s.mappings.clear();
   s.access.clear();
   s.dmabufs.clear();
+  s.foreign_use.clear();
+  s.fail_next_pool_allocate.reset();
   s.machine = topology{};
 }
 
@@ -170,6 +173,17 @@ std::string name_pointer(const state& s, const void* p) {
 }
 
 std::string next_id(state& s, const char* prefix) { return prefix + std::to_string(s.next_id++); }
+
+std::uint64_t agent_memory_avail(const state& s, std::size_t agent) {
+  std::uint64_t capacity = 0, used = 0;
+  for (const auto& p : s.machine.agents[agent].pools)
+    if (p.is_global()) capacity = std::max(capacity, p.size_bytes);
+  for (const auto& [start, a] : s.allocations)
+    if (a.agent == agent) used += a.mapped;
+  if (auto it = s.foreign_use.find(s.machine.agents[agent].kfd_node); it != s.foreign_use.end())
+    used += it->second;
+  return used < capacity ? capacity - used : 0;
+}
 
 }  // namespace umem::rocr_double
 

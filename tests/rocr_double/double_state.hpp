@@ -68,6 +68,11 @@ struct state {
   std::map<std::uintptr_t, std::pair<std::size_t, std::uint64_t>> mappings;
   std::map<std::uintptr_t, std::map<std::size_t, std::uint32_t>> access;  // mapping -> agent perms
   std::set<int> dmabufs;
+  // Test controls (umem_rocr_double_* in double_memory.cpp), cleared at the last hsa_shut_down:
+  // bytes of an agent's memory other processes hold, by KFD node, and a status the next
+  // hsa_amd_memory_pool_allocate answers instead of allocating.
+  std::map<std::uint32_t, std::uint64_t> foreign_use;
+  std::optional<std::uint32_t> fail_next_pool_allocate;
 };
 
 // The one instance; every entry point locks state().mu.
@@ -93,5 +98,8 @@ const char* status_name(std::uint32_t status);
 // The allocation or lock that contains [p, p+size), for naming pointers in the log.
 std::string name_pointer(const state& s, const void* p);
 std::string next_id(state& s, const char* prefix);
+// What an agent has left (HSA_AMD_AGENT_INFO_MEMORY_AVAIL): its GLOBAL pools are views of one
+// memory, the size of the largest, less every allocation from any of them and foreign_use.
+std::uint64_t agent_memory_avail(const state& s, std::size_t agent);
 
 }  // namespace umem::rocr_double

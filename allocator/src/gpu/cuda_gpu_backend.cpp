@@ -78,12 +78,7 @@ class cuda_gpu_backend final : public gpu_backend {
   }
   std::unique_ptr<device_memory_source> make_device_memory_source(const topology& topo,
                                                                   int device) const override {
-    const auto gpus = topo.gpus();
-    if (device < 0 || static_cast<std::size_t>(device) >= gpus.size())
-      throw_error(errc::invalid_argument, "device memory: device " + std::to_string(device) +
-                                              " does not exist (the topology has " +
-                                              std::to_string(gpus.size()) + " GPUs)");
-    const agent& gpu = *gpus[static_cast<std::size_t>(device)];
+    const agent& gpu = gpu_of(topo, device);
     // A GPU of another runtime in the same model (forced CUDA next to ROCr agents) is not ours.
     if (!gpu.cuda || memory_kind_of(gpu) != gpu_memory_kind::discrete) return nullptr;
     return std::make_unique<cuda_device_source>(drv_, gpu);

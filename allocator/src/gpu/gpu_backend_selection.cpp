@@ -9,6 +9,15 @@
 #include "umem/hsa_runtime/rocr_library.hpp"
 
 namespace umem::alloc {
+
+const agent& gpu_of(const topology& topo, int device) {
+  const auto gpus = topo.gpus();
+  if (device < 0 || static_cast<std::size_t>(device) >= gpus.size())
+    throw_error(errc::invalid_argument, "device memory: device " + std::to_string(device) +
+                                            " does not exist (the topology has " +
+                                            std::to_string(gpus.size()) + " GPUs)");
+  return *gpus[static_cast<std::size_t>(device)];
+}
 namespace {
 
 // "<state>: <the reason's first line>": a runtime's full reason lists every path it tried, one a

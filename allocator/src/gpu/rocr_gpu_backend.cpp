@@ -1,9 +1,13 @@
 // The ROCr backend: the primary one (MI300A), built on hsa_runtime/ and rocr_gpu_mapper, with
-// stream events from the HIP runtime when the process has loaded it (hip_stream_event.hpp).
+// discrete GPUs' (MI300X) own memory from their VRAM pool (rocr_device_source.hpp) and stream
+// events from the HIP runtime when the process has loaded it (hip_stream_event.hpp).
+#include <string>
 #include <utility>
 
 #include "umem/allocator/gpu/gpu_backend.hpp"
+#include "umem/allocator/gpu/gpu_memory_kind.hpp"
 #include "umem/allocator/gpu/hip_stream_event.hpp"
+#include "umem/allocator/gpu/rocr_device_source.hpp"
 #include "umem/allocator/gpu/rocr_gpu_mapper.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"
@@ -69,10 +73,12 @@ class rocr_gpu_backend final : public gpu_backend {
   std::unique_ptr<gpu_mapper> make_mapper(const topology& topo) const override {
     return std::make_unique<owning_rocr_mapper>(lib_, topo);
   }
-  // Every GPU keeps host memory for now, discrete ones (MI300X) too (gpu_backend.hpp).
-  std::unique_ptr<device_memory_source> make_device_memory_source(const topology&,
-                                                                  int) const override {
-    return nullptr;
+  std::unique_ptr<device_memory_source> make_device_memory_source(const topology& topo,
+                                                                  int device) const override {
+    const agent& gpu = gpu_of(topo, device);
+    // A GPU of another runtime in the same model (CUDA agents next to ROCr ones) is not ours.
+    if (gpu.cuda || memory_kind_of(gpu) != gpu_memory_kind::discrete) return nullptr;
+    return std::make_unique<rocr_device_source>(lib_, gpu, device);
   }
   bool has_stream_events() const override { return hip_ != nullptr; }
   // `device` is the HIP device ordinal = the GPU's index in umem's topology (hip_stream_event.hpp).

@@ -5,6 +5,7 @@
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"
 #include "umem/hsa_runtime/rocr_compat.hpp"
+#include "umem/hsa_runtime/rocr_handles.hpp"
 
 namespace umem::alloc {
 namespace {
@@ -27,10 +28,8 @@ rocr_status collect(Handle h, void* out) {
 }
 
 std::vector<runtime_agent> enumerate_agents(const hsa::rocr_library& lib) {
-  std::vector<rocr_agent> handles;
-  lib.check(lib.fn().hsa_iterate_agents(collect<rocr_agent>, &handles), "hsa_iterate_agents");
   std::vector<runtime_agent> out;
-  for (rocr_agent h : handles) {
+  for (rocr_agent h : hsa::agents_of(lib)) {
     runtime_agent a{h};
     lib.check(lib.fn().hsa_agent_get_info(h, rc::agent_info::device, &a.device),
               "hsa_agent_get_info(DEVICE)");
@@ -45,10 +44,7 @@ std::vector<runtime_agent> enumerate_agents(const hsa::rocr_library& lib) {
 // KERNARG+FINE and COARSE on MI300A); the first of each kind in enumeration order.
 void find_pools(const hsa::rocr_library& lib, rocr_agent agent, std::optional<rocr_pool>& fine,
                 std::optional<rocr_pool>& coarse, std::optional<rocr_pool>& extended_fine) {
-  std::vector<rocr_pool> pools;
-  lib.check(lib.fn().hsa_amd_agent_iterate_memory_pools(agent, collect<rocr_pool>, &pools),
-            "hsa_amd_agent_iterate_memory_pools");
-  for (rocr_pool p : pools) {
+  for (rocr_pool p : hsa::pools_of(lib, agent)) {
     std::uint32_t segment = 0, flags = 0;
     lib.check(lib.fn().hsa_amd_memory_pool_get_info(p, rc::pool_info::segment, &segment),
               "hsa_amd_memory_pool_get_info(SEGMENT)");

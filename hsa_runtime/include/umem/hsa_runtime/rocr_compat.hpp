@@ -61,6 +61,7 @@ inline constexpr std::uint32_t num_shader_engines = 0xA00C;      // uint32_t
 inline constexpr std::uint32_t domain = 0xA00F;                  // uint32_t: PCI domain
 inline constexpr std::uint32_t uuid = 0xA011;                    // char[21] including NUL
 inline constexpr std::uint32_t svm_direct_host_access = 0xA013;  // bool
+inline constexpr std::uint32_t memory_avail = 0xA015;            // uint64_t, after ROCr 5.2.3
 inline constexpr std::uint32_t num_xcc = 0xA111;                 // uint32_t, ROCr >= 5.7
 inline constexpr std::uint32_t driver_uid = 0xA112;              // uint32_t, ROCr >= 5.7
 inline constexpr std::uint32_t nearest_cpu = 0xA113;             // hsa_agent_t, ROCr >= 6.0

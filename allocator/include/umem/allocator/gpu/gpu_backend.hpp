@@ -19,8 +19,8 @@
 // And what `device:D` placements get (Note [Device memory kinds] in gpu_memory_kind.hpp):
 //   cuda: discrete devices -> the device's own memory (cuda_device_source.hpp); unified ones ->
 //         host memory on the GPU's node, as every other placement.
-//   rocr: host memory on the GPU's node for every GPU, discrete ones (MI300X) too for now: a
-//         device memory source from the GPU's coarse-grained pool is a follow-up.
+//   rocr: discrete GPUs (MI300X) -> the GPU's coarse-grained VRAM pool (rocr_device_source.hpp);
+//         unified ones (MI300A) -> host memory on the GPU's node.
 //   none: host memory.
 #pragma once
 
@@ -43,6 +43,10 @@ class cuda_driver;
 
 namespace umem::alloc {
 
+// GPU `device` of topo.gpus() (the index placements use). Throws umem::error(invalid_argument)
+// naming how many GPUs the topology has.
+const agent& gpu_of(const topology& topo, int device);
+
 class gpu_backend {
  public:
   virtual ~gpu_backend() = default;
@@ -63,7 +67,7 @@ class gpu_backend {
   virtual std::unique_ptr<gpu_mapper> make_mapper(const topology& topo) const = 0;
   // The source of GPU `device`'s own memory (`device` indexes topo.gpus(), as placements do),
   // for a discrete GPU this backend can allocate on; null when `device:D` stays host memory
-  // (unified GPUs, and every GPU of the ROCr and none backends for now). `topo` must come from
+  // (unified GPUs, GPUs of another runtime, and every GPU of the none backend). `topo` must come from
   // discover(). The source keeps what it needs of the backend alive. Throws umem::error:
   // invalid_argument for an unknown device; what the source's constructor throws.
   virtual std::unique_ptr<device_memory_source> make_device_memory_source(const topology& topo,

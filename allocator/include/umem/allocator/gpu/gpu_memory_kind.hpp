@@ -10,8 +10,9 @@
 // with PyTorch's allocator), so `device:D` placements come from the GPU's own memory instead,
 // through the backend's device memory source (gpu_backend.hpp, make_device_memory_source).
 // An attribute discovery could not read counts as not set: a GPU is unified only when the driver
-// says so. The CUDA backend follows this kind; the ROCr backend still serves discrete GPUs with
-// host memory (no ROCr device memory source yet), so there the kind is only reported.
+// says so. Both GPU backends follow this kind: the CUDA one through cuda_device_source.hpp, the
+// ROCr one through the GPU's VRAM pool (rocr_device_source.hpp). ROCr older than 6.1 does not
+// report is_apu, so there a discrete GPU counts as unified and keeps host memory.
 #pragma once
 
 #include "umem/core/topology.hpp"
