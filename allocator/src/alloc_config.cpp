@@ -18,6 +18,7 @@ namespace {
 
 constexpr std::string_view kPrefix = "UMEM_ALLOC_CONF: ";
 constexpr std::string_view kNodeLimitKey = "limit.node";
+constexpr std::string_view kDeviceLimitKey = "limit.device";
 
 [[noreturn]] void fail(const std::string& message) {
   throw_error(errc::invalid_argument, std::string(kPrefix) + message);
@@ -182,15 +183,38 @@ std::string limit_string(const std::optional<memory_limit>& l) {
   return std::string(buf.data(), r.ptr);
 }
 
-// limit.node<N> -> N.
-int node_of_key(std::string_view key) {
-  const std::string_view digits = key.substr(kNodeLimitKey.size());
+// limit.node<N> -> N, limit.device<D> -> D.
+int index_of_key(std::string_view key, std::string_view prefix) {
+  const std::string_view digits = key.substr(prefix.size());
   int n = -1;
   const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), n);
   if (digits.empty() || r.ec != std::errc{} || r.ptr != digits.data() + digits.size() || n < 0)
-    fail("'" + std::string(key) +
-         "' needs a NUMA node number after limit.node (e.g. limit.node0:64GiB)");
+    fail("'" + std::string(key) + "' needs a " +
+         (prefix == kNodeLimitKey ? "NUMA node number after limit.node (e.g. limit.node0:64GiB)"
+                                  : "GPU index after limit.device (e.g. limit.device0:100GiB)"));
   return n;
+}
+
+// limit.node<N> or limit.device<D> set or cleared ("none") in `limits`.
+void apply_indexed_limit(std::map<int, memory_limit>& limits, std::string_view prefix,
+                         std::string_view k, std::string_view v);
+
+void print_indexed_limits(const std::map<int, memory_limit>& limits, std::string_view prefix,
+                          std::vector<std::string>& items);
+
+void apply_indexed_limit(std::map<int, memory_limit>& limits, std::string_view prefix,
+                         std::string_view k, std::string_view v) {
+  const int index = index_of_key(k, prefix);
+  if (auto l = parse_limit(k, v))
+    limits[index] = *l;
+  else
+    limits.erase(index);
+}
+
+void print_indexed_limits(const std::map<int, memory_limit>& limits, std::string_view prefix,
+                          std::vector<std::string>& items) {
+  for (const auto& [index, l] : limits)
+    items.push_back(std::string(prefix) + std::to_string(index) + ":" + limit_string(l));
 }
 
 // ---- the table -------------------------------------------------------------------------------
@@ -276,16 +300,21 @@ constexpr std::array kRows{
                 "Most memory the allocator may hold on NUMA node N: a size (e.g. 64GiB) or a "
                 "fraction 0 < f <= 1 of that node's memory (e.g. 0.5); one key per node."},
                [](alloc_options& o, std::string_view k, std::string_view v) {
-                 const int node = node_of_key(k);
-                 if (auto l = parse_limit(k, v))
-                   o.limit_node[node] = *l;
-                 else
-                   o.limit_node.erase(node);
+                 apply_indexed_limit(o.limit_node, kNodeLimitKey, k, v);
                },
                [](const alloc_options& o, std::vector<std::string>& items) {
-                 for (const auto& [node, l] : o.limit_node)
-                   items.push_back(std::string(kNodeLimitKey) + std::to_string(node) + ":" +
-                                   limit_string(l));
+                 print_indexed_limits(o.limit_node, kNodeLimitKey, items);
+               }},
+    option_row{{"limit.device<D>", "size | fraction | none", "none",
+                "Most of discrete GPU D's own memory the allocator may hold (device:D placements "
+                "served from it; D as in device:D): a size (e.g. 100GiB) or a fraction 0 < f <= 1 "
+                "of the GPU's memory. A unified GPU's device memory is its NUMA node's: limit it "
+                "with limit.node<N>."},
+               [](alloc_options& o, std::string_view k, std::string_view v) {
+                 apply_indexed_limit(o.limit_device, kDeviceLimitKey, k, v);
+               },
+               [](const alloc_options& o, std::vector<std::string>& items) {
+                 print_indexed_limits(o.limit_device, kDeviceLimitKey, items);
                }},
     option_row{{"max_cached", "size | 0", "0",
                 "Most free memory the cache keeps: above it frees return whole free segments, "
@@ -331,7 +360,8 @@ constexpr auto kDocs = [] {
 
 const option_row* find_row(std::string_view key) {
   for (const auto& r : kRows)
-    if (r.doc.key == key || (r.doc.key == "limit.node<N>" && key.starts_with(kNodeLimitKey)))
+    if (r.doc.key == key || (r.doc.key == "limit.node<N>" && key.starts_with(kNodeLimitKey)) ||
+        (r.doc.key == "limit.device<D>" && key.starts_with(kDeviceLimitKey)))
       return &r;
   return nullptr;
 }
@@ -379,10 +409,10 @@ alloc_options parse_alloc_conf(std::string_view text, alloc_options base) {
   for (const auto& [key, value] : split_items(text)) {
     const option_row* row = find_row(key);
     if (row == nullptr) fail("unknown key '" + key + "' (known: " + known_keys() + ")");
-    const std::string canonical =
-        key.starts_with(kNodeLimitKey) ? std::string(kNodeLimitKey) +
-                                             std::to_string(node_of_key(key))
-                                       : key;
+    std::string canonical = key;
+    for (std::string_view prefix : {kNodeLimitKey, kDeviceLimitKey})
+      if (key.starts_with(prefix))
+        canonical = std::string(prefix) + std::to_string(index_of_key(key, prefix));
     if (!seen.insert(canonical).second)
       fail("key '" + canonical + "' is given more than once; give each key once");
     row->apply(base, key, value);
@@ -403,11 +433,13 @@ std::string describe(const alloc_options& options) {
   return out;
 }
 
+std::uint64_t limit_bytes_of(const memory_limit& l, std::uint64_t memory) {
+  if (!l.fraction) return l.bytes;
+  return static_cast<std::uint64_t>(
+      std::floor(static_cast<long double>(*l.fraction) * static_cast<long double>(memory)));
+}
+
 resolved_limits resolve_limits(const alloc_options& options, const numa_topology& numa) {
-  const auto of = [](double fraction, std::uint64_t memory) {
-    return static_cast<std::uint64_t>(
-        std::floor(static_cast<long double>(fraction) * static_cast<long double>(memory)));
-  };
   resolved_limits out;
   if (const auto& t = options.limit_total) {
     std::uint64_t machine = 0;
@@ -416,7 +448,7 @@ resolved_limits resolve_limits(const alloc_options& options, const numa_topology
       fail("limit.total: the fraction " + limit_string(t) +
            " needs the machine's memory size, which the topology does not know; give a size "
            "(e.g. 400GiB)");
-    out.total_bytes = t->fraction ? of(*t->fraction, machine) : t->bytes;
+    out.total_bytes = limit_bytes_of(*t, machine);
   }
   for (const auto& [index, l] : options.limit_node) {
     const std::string key = std::string(kNodeLimitKey) + std::to_string(index);
@@ -432,7 +464,7 @@ resolved_limits resolve_limits(const alloc_options& options, const numa_topology
     if (l.fraction && node->memory_total_bytes == 0)
       fail(key + ": the fraction " + limit_string(l) + " needs node " + std::to_string(index) +
            "'s memory size, which the topology does not know; give a size (e.g. 64GiB)");
-    out.node_bytes[index] = l.fraction ? of(*l.fraction, node->memory_total_bytes) : l.bytes;
+    out.node_bytes[index] = limit_bytes_of(l, node->memory_total_bytes);
   }
   return out;
 }

@@ -14,6 +14,7 @@
 #include "umem/allocator/gpu/gpu_visible_source.hpp"
 #include "umem/allocator/source/host_numa_source.hpp"
 #include "umem/allocator/source/limiting_source.hpp"
+#include "umem/allocator/gpu/gpu_memory_kind.hpp"
 #include "umem/allocator/gpu/live_machine.hpp"
 #include "umem/allocator/source/os_memory.hpp"
 #include "umem/allocator/placement_resolver.hpp"
@@ -163,9 +164,13 @@ struct allocator::impl {
     device_entry fresh;
     fresh.device = device;
     if (device_sources) fresh.source = device_sources(device);
-    if (fresh.source)
+    if (fresh.source) {
+      pool_config cfg = config();
+      if (const auto l = options.limit_device.find(device); l != options.limit_device.end())
+        cfg.limit_bytes = limit_bytes_of(l->second, fresh.source->memory_info().second);
       fresh.pool = std::make_unique<caching_pool>(*fresh.source, node_binding{bind_mode::bind, {}},
-                                                  coherence::coarse, config(), nullptr);
+                                                  coherence::coarse, cfg, nullptr);
+    }
     devices.push_back(std::move(fresh));
     const device_entry& d = devices.back();
     if (d.pool) {
@@ -231,6 +236,26 @@ struct allocator::impl {
 
 namespace {
 
+// limit.device<D> names a GPU of the topology whose device memory is its own (Note [Device
+// placements]).
+void check_device_limits(const alloc_options& options, const topology& topo) {
+  const auto gpus = topo.gpus();
+  for (const auto& [device, limit] : options.limit_device) {
+    const std::string key = "limit.device" + std::to_string(device);
+    if (static_cast<std::size_t>(device) >= gpus.size())
+      throw_error(errc::invalid_argument,
+                  key + ": " +
+                      (gpus.empty() ? std::string("the topology has no GPU")
+                                    : "the topology's GPUs are device:0 to device:" +
+                                          std::to_string(gpus.size() - 1)));
+    if (memory_kind_of(*gpus[static_cast<std::size_t>(device)]) == gpu_memory_kind::unified)
+      throw_error(errc::invalid_argument,
+                  key + ": GPU " + std::to_string(device) +
+                      " is unified: its device memory is its NUMA node's memory; limit that "
+                      "with limit.node<N>");
+  }
+}
+
 void* take(caching_pool& pool, std::size_t bytes, const request& r) {
   return r.own_segment ? pool.allocate_segment(bytes, r.headroom)
                        : pool.allocate(bytes, r.headroom);
@@ -287,6 +312,7 @@ void allocator::assemble(const alloc_options& options, topology topo,
   impl_->visible = std::make_unique<gpu_visible_source>(*impl_->host, *impl_->mapper);
   impl_->limited = std::make_unique<limiting_source>(
       *impl_->visible, to_byte_limits(resolve_limits(options, impl_->topo.numa)));
+  check_device_limits(options, impl_->topo);
   log().info("umem allocator: {}", describe());
 }
 

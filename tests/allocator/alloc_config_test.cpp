@@ -126,8 +126,8 @@ TEST(AllocConfig, TextAppliesOnTopOfABase) {
 TEST(AllocConfig, UnknownKeyNamesItAndListsTheKnownOnes) {
   EXPECT_EQ(conf_error("polcy:local"),
             "UMEM_ALLOC_CONF: unknown key 'polcy' (known: policy, spill, kind, device_kind, "
-            "huge_pages, populate, limit.total, limit.node<N>, max_cached, expandable_segments, "
-            "thread_cache)");
+            "huge_pages, populate, limit.total, limit.node<N>, limit.device<D>, max_cached, "
+            "expandable_segments, thread_cache)");
   EXPECT_EQ(conf_error("spill:warn,Kind:fine").find("UMEM_ALLOC_CONF: unknown key 'Kind'"), 0u);
   EXPECT_NE(conf_error("limit.nodes:1GiB").find("'limit.nodes' needs a NUMA node number"),
             std::string::npos);
@@ -182,8 +182,8 @@ TEST(AllocConfig, DuplicateKeysAndItemsWithoutValueAreErrors) {
             "UMEM_ALLOC_CONF: key 'limit.node1' is given more than once; give each key once");
   EXPECT_EQ(conf_error("spill:warn,huge_pages"),
             "UMEM_ALLOC_CONF: 'huge_pages' is not key:value (known keys: policy, spill, kind, "
-            "device_kind, huge_pages, populate, limit.total, limit.node<N>, max_cached, "
-            "expandable_segments, thread_cache)");
+            "device_kind, huge_pages, populate, limit.total, limit.node<N>, limit.device<D>, "
+            "max_cached, expandable_segments, thread_cache)");
   EXPECT_NE(conf_error("local").find("'local' is not key:value"), std::string::npos);
 }
 
@@ -224,20 +224,39 @@ TEST(AllocConfig, TableDocumentsEveryKeyWithTheStructDefaults) {
   }
   EXPECT_EQ(keys, (std::vector<std::string>{"policy", "spill", "kind", "device_kind",
                                             "huge_pages", "populate",
-                                            "limit.total", "limit.node<N>", "max_cached",
-                                            "expandable_segments", "thread_cache"}));
+                                            "limit.total", "limit.node<N>", "limit.device<D>",
+                                            "max_cached", "expandable_segments",
+                                            "thread_cache"}));
   // Each default as documented is what describe() prints for alloc_options{}, and parses back.
   const std::string defaults = "," + describe(alloc_options{}) + ",";
   for (const auto& row : table) {
-    if (row.key == "limit.node<N>") {
-      EXPECT_EQ(row.default_value, "none");  // no node limit: describe() lists none
-      EXPECT_EQ(parse_alloc_conf("limit.node0:none"), alloc_options{});
+    if (row.key == "limit.node<N>" || row.key == "limit.device<D>") {
+      EXPECT_EQ(row.default_value, "none");  // no limit: describe() lists none
+      EXPECT_EQ(parse_alloc_conf("limit.node0:none,limit.device0:none"), alloc_options{});
       continue;
     }
     const std::string item = std::string(row.key) + ":" + std::string(row.default_value);
     EXPECT_NE(defaults.find("," + item + ","), std::string::npos) << item;
     EXPECT_EQ(parse_alloc_conf(item), alloc_options{}) << item;
   }
+}
+
+TEST(AllocConfig, DeviceLimitsParseDescribeAndReject) {
+  const alloc_options o = parse_alloc_conf("limit.device1:100GiB,limit.device0:0.5");
+  EXPECT_EQ(o.limit_device.at(1).bytes, 100 * GiB);
+  EXPECT_EQ(o.limit_device.at(0).fraction, 0.5);
+  EXPECT_TRUE(o.limit_node.empty());
+  const std::string text = describe(o);
+  EXPECT_NE(text.find(",limit.device0:0.5,limit.device1:100GiB,"), std::string::npos) << text;
+  EXPECT_EQ(parse_alloc_conf(text), o);
+  EXPECT_EQ(parse_alloc_conf("limit.device1:none", o).limit_device.count(1), 0u);
+  EXPECT_EQ(conf_error("limit.device:1GiB"),
+            "UMEM_ALLOC_CONF: 'limit.device' needs a GPU index after limit.device (e.g. "
+            "limit.device0:100GiB)");
+  EXPECT_EQ(conf_error("limit.device2:1GiB,limit.device02:2GiB"),
+            "UMEM_ALLOC_CONF: key 'limit.device2' is given more than once; give each key once");
+  EXPECT_EQ(limit_bytes_of(o.limit_device.at(0), 1001), 500u);  // fractions round down
+  EXPECT_EQ(limit_bytes_of(o.limit_device.at(1), 1), 100 * GiB);
 }
 
 TEST(AllocConfig, OptionsFromEnvironmentReadUmemAllocConf) {

@@ -137,6 +137,50 @@ TEST_F(AllocatorDeviceMemory, OutOfDeviceMemoryNamesTheDeviceNeverSpillsAndLeaks
   a->deallocate(held);
 }
 
+TEST_F(AllocatorDeviceMemory, ADeviceLimitBoundsTheDevicePoolBeforeTheDeviceRunsOut) {
+  // A quarter of the 64 MiB device: 16 MiB. 12 MiB fits; 8 MiB more would make 20 (the segment
+  // grows by whole 2 MiB granules: 12 + 8), so it fails without asking the driver.
+  auto a = make("thread_cache:0,limit.device0:0.25");
+  void* held = a->allocate(12 * MiB, on_device0);
+  const int creates = test::cuda_double_calls("mem_create ");
+  try {
+    (void)a->allocate(8 * MiB, on_device0);
+    FAIL() << "allocated past limit.device0";
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::out_of_memory);
+    const std::string m = e.what();
+    EXPECT_TRUE(contains(m, "past the pool's limit of 16777216 bytes (limit_bytes)")) << m;
+  }
+  EXPECT_EQ(test::cuda_double_calls("mem_create "), creates);
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), static_cast<long long>(12 * MiB));
+  void* more = a->allocate(4 * MiB, on_device0);  // exactly up to the limit
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), static_cast<long long>(16 * MiB));
+  a->deallocate(more);
+  a->deallocate(held);
+}
+
+TEST_F(AllocatorDeviceMemory, ADeviceLimitForAUnifiedGpuIsAnError) {
+  try {
+    (void)make("limit.device0:1GiB", /*pageable=*/true);
+    FAIL() << "a unified GPU took a device limit";
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_TRUE(contains(e.what(), "limit.device0: GPU 0 is unified")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "limit.node<N>")) << e.what();
+  }
+}
+
+TEST_F(AllocatorDeviceMemory, ADeviceLimitForAGpuThatDoesNotExistIsAnError) {
+  try {
+    (void)make("limit.device3:1GiB");
+    FAIL() << "a device limit for a GPU that does not exist";
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+    EXPECT_EQ(std::string(e.what()),
+              "limit.device3: the topology's GPUs are device:0 to device:0");
+  }
+}
+
 TEST_F(AllocatorDeviceMemory, DeviceMemoryInfoIsWhatTheDeviceHasLeft) {
   auto a = make("thread_cache:0");
   EXPECT_EQ(a->device_memory_info(0),

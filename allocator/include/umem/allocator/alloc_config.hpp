@@ -45,6 +45,9 @@ struct alloc_options {
   populate_mode populate = populate_mode::none;
   std::optional<memory_limit> limit_total;   // nullopt: no limit
   std::map<int, memory_limit> limit_node;    // by OS NUMA node index; absent: no limit
+  // By GPU index (device:D): a discrete GPU's own memory (Note [Device placements] in
+  // allocator.hpp); absent: no limit.
+  std::map<int, memory_limit> limit_device;
   std::uint64_t max_cached = 0;              // bytes kept cached beyond use; 0 = unlimited
   bool expandable_segments = true;           // large misses grow one segment in place
   std::uint64_t thread_cache = std::uint64_t{64} << 20;  // per thread and pool; 0 = none
@@ -52,6 +55,7 @@ struct alloc_options {
 };
 
 // One row of the documentation table. `key` "limit.node<N>" stands for limit.node0, limit.node1...
+// (and "limit.device<D>" for limit.device0, ...).
 struct alloc_option_doc {
   std::string_view key;
   std::string_view type;           // the accepted values, e.g. "never|warn|allow", "size"
@@ -82,6 +86,9 @@ struct resolved_limits {
   std::map<int, std::uint64_t> node_bytes;  // only the nodes that have a limit
   bool operator==(const resolved_limits&) const = default;
 };
+
+// `l` in bytes: its size, or its fraction of `memory` (rounded down).
+std::uint64_t limit_bytes_of(const memory_limit& l, std::uint64_t memory);
 
 // Throws umem::error(invalid_argument) for a limit.nodeN whose node N is not in `numa`, and for a
 // fraction whose memory size is unknown (no nodes, or a node reporting 0 bytes).

@@ -18,10 +18,13 @@
 // device pool instead: one pool per GPU whatever the coherence kind asked (device memory has
 // one), with the configured thread cache, max_cached and expandable_segments (the last only
 // matters for a source that can grow). Device memory never spills to host memory (the spill
-// policy is for NUMA nodes: a discrete GPU reading host memory is the slowdown this avoids), and
-// limit.* stay node limits: device memory is bounded by the device itself (cuMemAlloc runs out);
-// device limits are a follow-up. Device pointers are not host-accessible: residency() and the
-// host must not touch them.
+// policy is for NUMA nodes: a discrete GPU reading host memory is the slowdown this avoids).
+// limit.device<D> bounds the device pool's reserved bytes (a size, or a fraction of the GPU's
+// memory as its source reports it when the pool is made) exactly as limit_bytes bounds any pool
+// (Note [Running out] in caching_pool.hpp); limit.total and limit.node<N> stay host limits. A
+// limit.device<D> for a GPU that is not in the topology, or that is unified (its device memory is
+// its node's: limit.node<N>), is an error when the allocator is made. Device pointers are not
+// host-accessible: residency() and the host must not touch them.
 //
 // Thread safety: every member function may be called from any thread. Pools have their own
 // mutexes, so threads working on different nodes do not contend.
