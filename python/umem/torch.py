@@ -35,8 +35,9 @@ def _conf(conf, options):
     items = [conf] if conf else []
     for key, value in options.items():
         name = _CONF_KEYS.get(key, key)
-        if name.startswith("limit_node"):
-            name = "limit.node" + name[len("limit_node"):]
+        for prefix in ("limit_node", "limit_device"):  # limit_node0=..., limit_device1=...
+            if name.startswith(prefix):
+                name = prefix.replace("_", ".") + name[len(prefix):]
         if isinstance(value, bool):
             value = "true" if value else "false"
         items.append(f"{name}:{value}")
@@ -71,7 +72,8 @@ def _load_extension(mode):
 def enable(conf=None, *, mode="auto", patch_torch=True, **options):
     """Makes umem PyTorch's CUDA (HIP on ROCm) allocator for this process. Call it before any GPU
     tensor exists. `conf` uses UMEM_ALLOC_CONF syntax ("policy:device:0,spill:warn"); keyword
-    options are the same keys (kind="coarse", spill="warn", limit_total="0.9", limit_node0=...).
+    options are the same keys (kind="coarse", spill="warn", limit_total="0.9", limit_node0=...,
+    limit_device0=...).
 
     mode "extension" installs umem's allocator extension, built once against this PyTorch: all of
     PyTorch's allocator interface (record_stream, CUDA graphs and MemPools, torch.cuda and

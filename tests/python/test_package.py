@@ -51,3 +51,10 @@ def test_the_installed_package_needs_no_environment():
     r = subprocess.run([umtopo, "--json"], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert '"numa"' in r.stdout
+
+
+def test_enable_keywords_become_umem_alloc_conf_keys():
+    import umem.torch as ut
+    conf = ut._conf("spill:warn", {"limit_node0": "64GiB", "limit_device1": "0.5",
+                                   "limit_total": "0.9", "huge_pages": False})
+    assert conf == "spill:warn,limit.node0:64GiB,limit.device1:0.5,limit.total:0.9,huge_pages:false"
