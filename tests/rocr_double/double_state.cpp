@@ -95,6 +95,7 @@ void release_everything(state& s) {
   s.dmabufs.clear();
   s.foreign_use.clear();
   s.fail_next_pool_allocate.reset();
+  s.fail_next_vmem.clear();
   s.machine = topology{};
 }
 
@@ -180,6 +181,8 @@ std::uint64_t agent_memory_avail(const state& s, std::size_t agent) {
     if (p.is_global()) capacity = std::max(capacity, p.size_bytes);
   for (const auto& [start, a] : s.allocations)
     if (a.agent == agent) used += a.mapped;
+  for (const auto& [handle, h] : s.vmem_handles)
+    if (h.second == agent) used += h.first;
   if (auto it = s.foreign_use.find(s.machine.agents[agent].kfd_node); it != s.foreign_use.end())
     used += it->second;
   return used < capacity ? capacity - used : 0;

@@ -73,6 +73,11 @@ struct state {
   // hsa_amd_memory_pool_allocate answers instead of allocating.
   std::map<std::uint32_t, std::uint64_t> foreign_use;
   std::optional<std::uint32_t> fail_next_pool_allocate;
+  // VMM test control (umem_rocr_double_fail_next_vmem in double_vmem.cpp): a status the next
+  // call of a VMM entry point answers instead of acting, by the call's log name
+  // ("vmem_address_reserve" for both reserve calls, "vmem_handle_create", "vmem_map",
+  // "vmem_set_access").
+  std::map<std::string, std::uint32_t> fail_next_vmem;
 };
 
 // The one instance; every entry point locks state().mu.
@@ -99,7 +104,8 @@ const char* status_name(std::uint32_t status);
 std::string name_pointer(const state& s, const void* p);
 std::string next_id(state& s, const char* prefix);
 // What an agent has left (HSA_AMD_AGENT_INFO_MEMORY_AVAIL): its GLOBAL pools are views of one
-// memory, the size of the largest, less every allocation from any of them and foreign_use.
+// memory, the size of the largest, less every allocation and VMM handle from any of them and
+// foreign_use.
 std::uint64_t agent_memory_avail(const state& s, std::size_t agent);
 
 }  // namespace umem::rocr_double

@@ -1,11 +1,17 @@
 // VMM and dmabuf entry points (ROCr >= 6.0 / 5.6): only in the 6.4/7.1 build of the double.
 // Reservations are PROT_NONE anonymous mappings; a map makes the range a fresh anonymous mapping
-// that becomes read/write once set_access grants an agent access, as ROCr requires.
+// that becomes read/write once set_access grants an agent access, as ROCr requires. A handle is
+// memory of its pool's agent: it counts in MEMORY_AVAIL, and handle_create answers
+// OUT_OF_RESOURCES when the agent has less left. The log names handles "vN" and mapped ranges
+// by their offset in the reservation ("+2097152"). Test controls at the end: injected failures
+// and counts of what is outstanding.
 // Debian's 5.2.3 headers do not declare these functions, so the types are declared here with
 // the layouts of ROCr's 2025 headers.
 #include <hsa/hsa.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <optional>
 
 #include "double_state.hpp"
 #include "umem/hsa_runtime/rocr_compat.hpp"
@@ -33,6 +39,19 @@ hsa_status_t finish(state& s, const std::string& call, hsa_status_t st) {
   return st;
 }
 
+// The status injected for `name` (umem_rocr_double_fail_next_vmem), consumed by this call.
+std::optional<hsa_status_t> injected(state& s, const char* name) {
+  const auto it = s.fail_next_vmem.find(name);
+  if (it == s.fail_next_vmem.end()) return std::nullopt;
+  const auto st = static_cast<hsa_status_t>(it->second);
+  s.fail_next_vmem.erase(it);
+  return st;
+}
+
+std::string handle_name(std::uint64_t handle) {
+  return "v" + std::to_string(handle & ~kVmemTag);
+}
+
 // The reservation holding [p, p+size), or end().
 auto find_reservation(state& s, std::uintptr_t p, std::size_t size) {
   auto it = s.reservations.upper_bound(p);
@@ -46,6 +65,8 @@ hsa_status_t reserve(state& s, const std::string& call, void** ptr, std::size_t 
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   if (ptr == nullptr || size == 0 || size % page != 0 || (alignment & (alignment - 1)) != 0)
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  if (const auto st = injected(s, "vmem_address_reserve"))
+    return finish(s, call + " (injected)", *st);
   const std::size_t align = alignment > page ? alignment : page;
   const std::size_t span = size + align - page;
   void* base = mmap(reinterpret_cast<void*>(address), span, PROT_NONE,
@@ -116,18 +137,24 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_handle_create(pool_t pool, size_t s
   const std::size_t granule = p.alloc_granule != 0 ? p.alloc_granule : 4096;
   if (handle == nullptr || size == 0 || size % granule != 0 || type > 1 || !p.alloc_allowed)
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  if (const auto st = injected(s, "vmem_handle_create"))
+    return finish(s, call + " (injected)", *st);
+  if (size > agent_memory_avail(s, d->first))
+    return finish(s, call, HSA_STATUS_ERROR_OUT_OF_RESOURCES);
   handle->handle = kVmemTag | s.next_id++;
   s.vmem_handles[handle->handle] = {size, d->first};
-  return finish(s, call, HSA_STATUS_SUCCESS);
+  log_call(s, call + " -> SUCCESS " + handle_name(handle->handle));
+  return HSA_STATUS_SUCCESS;
 }
 
 UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_handle_release(vmem_handle_t handle) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
   if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  const std::string call = "vmem_handle_release " + handle_name(handle.handle);
   if (s.vmem_handles.erase(handle.handle) == 0)
-    return finish(s, "vmem_handle_release", HSA_STATUS_ERROR_INVALID_ARGUMENT);
-  return finish(s, "vmem_handle_release", HSA_STATUS_SUCCESS);
+    return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  return finish(s, call, HSA_STATUS_SUCCESS);
 }
 
 UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_map(void* va, size_t size, size_t in_offset,
@@ -135,14 +162,15 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_map(void* va, size_t size, size_t i
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
   if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
-  const std::string call = "vmem_map size=" + std::to_string(size) +
-                           " offset=" + std::to_string(in_offset) +
-                           " flags=" + std::to_string(flags);
   const auto start = reinterpret_cast<std::uintptr_t>(va);
+  const auto r = find_reservation(s, start, size);
+  const std::string call =
+      "vmem_map " + (r == s.reservations.end() ? "?" : "+" + std::to_string(start - r->first)) +
+      " size=" + std::to_string(size) + " offset=" + std::to_string(in_offset) + " " +
+      handle_name(handle.handle) + " flags=" + std::to_string(flags);
   auto h = s.vmem_handles.find(handle.handle);
   if (h == s.vmem_handles.end() || va == nullptr || size == 0 ||
-      in_offset + size > h->second.first ||
-      find_reservation(s, start, size) == s.reservations.end())
+      in_offset + size > h->second.first || r == s.reservations.end())
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
   auto m = s.mappings.upper_bound(start);
   const bool overlaps_next = m != s.mappings.end() && m->first < start + size;
@@ -150,6 +178,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_map(void* va, size_t size, size_t i
       m != s.mappings.begin() && std::prev(m)->first + std::prev(m)->second.first > start;
   if (overlaps_next || overlaps_prev)
     return finish(s, call + " (already mapped)", HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  if (const auto st = injected(s, "vmem_map")) return finish(s, call + " (injected)", *st);
   if (mmap(va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
       MAP_FAILED)
     return finish(s, call, HSA_STATUS_ERROR_OUT_OF_RESOURCES);
@@ -161,8 +190,11 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_unmap(void* va, size_t size) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
   if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
-  const std::string call = "vmem_unmap size=" + std::to_string(size);
   const auto start = reinterpret_cast<std::uintptr_t>(va);
+  const auto r = find_reservation(s, start, size);
+  const std::string call =
+      "vmem_unmap " + (r == s.reservations.end() ? "?" : "+" + std::to_string(start - r->first)) +
+      " size=" + std::to_string(size);
   auto m = s.mappings.find(start);
   if (m == s.mappings.end() || m->second.first != size)
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
@@ -183,6 +215,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_set_access(void* va, size_t size,
   auto m = s.mappings.find(start);
   if (m == s.mappings.end() || m->second.first != size || desc == nullptr || desc_cnt == 0)
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  if (const auto st = injected(s, "vmem_set_access")) return finish(s, call + " (injected)", *st);
   bool any = false;
   for (std::size_t i = 0; i < desc_cnt; ++i) {
     const auto agent = decode_agent(s, desc[i].agent_handle.handle);
@@ -244,4 +277,42 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_portable_close_dmabuf(int dmabuf) {
     return finish(s, "close_dmabuf", HSA_STATUS_ERROR_INVALID_ARGUMENT);
   close(dmabuf);
   return finish(s, "close_dmabuf", HSA_STATUS_SUCCESS);
+}
+
+// Test control: the next call of VMM entry point `call` ("vmem_address_reserve" for both reserve
+// calls, "vmem_handle_create", "vmem_map", "vmem_set_access") that gets past its argument checks
+// answers `status` and does nothing.
+UMEM_DOUBLE_EXPORT void umem_rocr_double_fail_next_vmem(const char* call, uint32_t status) {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  s.fail_next_vmem[call] = status;
+}
+
+// Test controls: what is outstanding now (reservations not freed, handles not released, ranges
+// not unmapped), and the bytes of the handles of the agent of KFD node `kfd_node`.
+UMEM_DOUBLE_EXPORT int umem_rocr_double_vmem_reservations() {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  return static_cast<int>(s.reservations.size());
+}
+
+UMEM_DOUBLE_EXPORT int umem_rocr_double_vmem_handles() {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  return static_cast<int>(s.vmem_handles.size());
+}
+
+UMEM_DOUBLE_EXPORT int umem_rocr_double_vmem_mappings() {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  return static_cast<int>(s.mappings.size());
+}
+
+UMEM_DOUBLE_EXPORT uint64_t umem_rocr_double_vmem_handle_bytes(uint32_t kfd_node) {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  std::uint64_t bytes = 0;
+  for (const auto& [handle, h] : s.vmem_handles)
+    if (s.machine.agents[h.second].kfd_node == kfd_node) bytes += h.first;
+  return bytes;
 }

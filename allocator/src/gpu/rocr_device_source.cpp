@@ -16,6 +16,27 @@ namespace {
 
 namespace rc = hsa::rocr_compat;
 
+// hsa_amd_memory_type_t MEMORY_TYPE_NONE (ROCr >= 6.0): the handle's memory is the pool's own,
+// not pinned host memory.
+constexpr std::uint32_t vmem_memory_type_none = 0;
+
+void* pointer_of(std::uintptr_t p) { return reinterpret_cast<void*>(p); }
+
+// What a segment handed out records; `reserved` is 0 for a segment that cannot grow.
+segment made(void* base, std::size_t size, std::size_t reserved, const node_binding& where,
+             coherence kind) {
+  segment s;
+  s.base = base;
+  s.size = size;
+  s.binding = where;
+  s.kind = kind;
+  s.reserved_size = reserved;
+  return s;
+}
+
+// The reservations_ key of a segment.
+std::uintptr_t key_of(const segment& s) { return reinterpret_cast<std::uintptr_t>(s.base); }
+
 const hsa::rocr_library& library_of(const std::shared_ptr<const hsa::rocr_library>& lib) {
   if (!lib) throw_error(errc::invalid_argument, "rocr_device_source: no ROCr library given");
   return *lib;
@@ -98,36 +119,131 @@ rocr_device_source::rocr_device_source(std::shared_ptr<const hsa::rocr_library> 
   memory_avail_ = probe == rc::status::success;
   if (!memory_avail_ && probe != rc::status::invalid_argument)
     lib_->check(probe, "hsa_agent_get_info(MEMORY_AVAIL)");
+  vmem_ = lib_->has_vmem();  // Note [Growable ROCr device segments]
   log().debug("rocr_device_source: {}", describe());
 }
 
 segment rocr_device_source::allocate(std::size_t bytes, const node_binding& where,
                                      coherence kind) {
-  if (bytes == 0 || bytes > SIZE_MAX - (granularity_ - 1))
-    throw_error(errc::invalid_argument, "rocr_device_source: cannot allocate " +
-                                            std::to_string(bytes) + " bytes on " + name_);
-  const std::size_t rounded = (bytes + granularity_ - 1) / granularity_ * granularity_;
+  const std::size_t size = rounded(bytes);
   void* p = nullptr;
-  const hsa::rocr_status r = lib_->fn().hsa_amd_memory_pool_allocate(pool_, rounded, 0, &p);
-  if (r == rc::status::out_of_resources || r == rc::status::invalid_allocation)
-    throw_error(errc::out_of_memory, "rocr_device_source: " + name_ + " has no room for " +
-                                         std::to_string(rounded) +
-                                         " bytes: hsa_amd_memory_pool_allocate failed: " +
-                                         lib_->status_text(r) + "; " + memory_text());
-  if (r != rc::status::success)
-    throw_error(errc::runtime_error, "rocr_device_source: hsa_amd_memory_pool_allocate of " +
-                                         std::to_string(rounded) + " bytes on " + name_ +
-                                         " failed: " + lib_->status_text(r));
-  held_.fetch_add(rounded, std::memory_order_relaxed);
-  segment s;
-  s.base = p;
-  s.size = rounded;
-  s.binding = where;
-  s.kind = kind;
-  return s;
+  check_call("hsa_amd_memory_pool_allocate", size,
+             lib_->fn().hsa_amd_memory_pool_allocate(pool_, size, 0, &p));
+  held_.fetch_add(size, std::memory_order_relaxed);
+  return made(p, size, 0, where, kind);
+}
+
+segment rocr_device_source::allocate_growable(std::size_t bytes, std::size_t reserve_bytes,
+                                              const node_binding& where, coherence kind) {
+  const std::size_t first = rounded(bytes);
+  if (!vmem_ || reserve_bytes <= first) return allocate(bytes, where, kind);
+  const std::size_t reserved = rounded(reserve_bytes);
+  void* va = nullptr;
+  // Aligned to the chunk, so every range starts on a granule (Note [Growable ROCr device
+  // segments]).
+  check_call("hsa_amd_vmem_address_reserve_align", reserved,
+             lib_->fn().hsa_amd_vmem_address_reserve_align(&va, reserved, 0, granularity_, 0));
+  const auto base = reinterpret_cast<std::uintptr_t>(va);
+  reservation rec;
+  rec.reserved = reserved;
+  try {
+    extend(base, rec, first);
+    const std::lock_guard lock(mutex_);
+    reservations_.emplace(base, rec);  // a copy: `rec` stays whole for the cleanup below
+  } catch (...) {
+    held_.fetch_sub(rec.mapped, std::memory_order_relaxed);
+    release(base, rec);
+    throw;
+  }
+  log().debug("rocr_device_source: {} bytes mapped at {} on {}, {} reserved", first, va, name_,
+              reserved);
+  return made(va, first, reserved, where, kind);
+}
+
+bool rocr_device_source::grow(segment& s, std::size_t extra_bytes) {
+  if (!vmem_) return false;
+  const std::lock_guard lock(mutex_);
+  const auto found = reservations_.find(key_of(s));
+  if (found == reservations_.end()) return false;  // an hsa_amd_memory_pool_allocate segment
+  reservation& rec = found->second;
+  if (s.size > rec.reserved || extra_bytes > rec.reserved - s.size) return false;
+  // Both s.size and rec.reserved are whole chunks, so the rounded growth still fits.
+  const std::size_t wanted =
+      s.size + (extra_bytes + granularity_ - 1) / granularity_ * granularity_;
+  if (wanted > rec.mapped) {
+    // What lies below rec.mapped is a growth `s` has not seen (segment.hpp: grow() tolerates
+    // it); only the part beyond is mapped now.
+    extend(found->first, rec, wanted);
+    log().debug("rocr_device_source: grew the segment at {} on {} to {} bytes", s.base, name_,
+                wanted);
+  }
+  s.size = wanted;
+  return true;
+}
+
+// An unmapped device range is not backed on touch (see the header): never.
+bool rocr_device_source::decommit(const segment&, void*, std::size_t) { return false; }
+
+void rocr_device_source::extend(std::uintptr_t base, reservation& rec, std::size_t target) {
+  rec.ranges.reserve(rec.ranges.size() + 1);  // so that keeping the new range cannot fail
+  rec.ranges.push_back(map_range(base, rec.mapped, target - rec.mapped));
+  held_.fetch_add(target - rec.mapped, std::memory_order_relaxed);
+  rec.mapped = target;
+}
+
+rocr_device_source::mapped_range rocr_device_source::map_range(std::uintptr_t base,
+                                                               std::size_t offset,
+                                                               std::size_t size) const {
+  const hsa::rocr_functions& f = lib_->fn();
+  mapped_range m;
+  m.offset = offset;
+  m.size = size;
+  check_call("hsa_amd_vmem_handle_create", size,
+             f.hsa_amd_vmem_handle_create(pool_, size, vmem_memory_type_none, 0, &m.handle));
+  void* at = pointer_of(base + offset);
+  const char* failed = "hsa_amd_vmem_map";
+  hsa::rocr_status r = f.hsa_amd_vmem_map(at, size, 0, m.handle, 0);
+  if (r == rc::status::success) {
+    const hsa::rocr_access_desc access{rc::access_permission::rw, agent_};
+    failed = "hsa_amd_vmem_set_access";
+    r = f.hsa_amd_vmem_set_access(at, size, &access, 1);
+    if (r != rc::status::success)
+      log_failure("hsa_amd_vmem_unmap", f.hsa_amd_vmem_unmap(at, size));
+  }
+  if (r != rc::status::success) {
+    log_failure("hsa_amd_vmem_handle_release", f.hsa_amd_vmem_handle_release(m.handle));
+    check_call(failed, size, r);
+  }
+  return m;
+}
+
+// Nothing still runs on the memory: Note [Growable ROCr device segments], "Kernels".
+void rocr_device_source::release(std::uintptr_t base, const reservation& r) const noexcept {
+  const hsa::rocr_functions& f = lib_->fn();
+  for (const mapped_range& m : r.ranges) {
+    log_failure("hsa_amd_vmem_unmap", f.hsa_amd_vmem_unmap(pointer_of(base + m.offset), m.size));
+    log_failure("hsa_amd_vmem_handle_release", f.hsa_amd_vmem_handle_release(m.handle));
+  }
+  log_failure("hsa_amd_vmem_address_free",
+              f.hsa_amd_vmem_address_free(pointer_of(base), r.reserved));
 }
 
 void rocr_device_source::deallocate(const segment& s) noexcept {
+  if (vmem_) {
+    std::optional<reservation> rec;
+    try {
+      const std::lock_guard lock(mutex_);
+      if (auto node = reservations_.extract(key_of(s))) rec = std::move(node.mapped());
+    } catch (...) {  // the lock failed: the segment is left as it is
+      log_failure("locking the reservations in deallocate", rc::status::error);
+      return;
+    }
+    if (rec) {
+      release(key_of(s), *rec);
+      held_.fetch_sub(rec->mapped, std::memory_order_relaxed);
+      return;
+    }
+  }
   const hsa::rocr_status r = lib_->fn().hsa_amd_memory_pool_free(s.base);
   if (r == rc::status::success) {
     held_.fetch_sub(s.size, std::memory_order_relaxed);
@@ -143,7 +259,10 @@ void rocr_device_source::deallocate(const segment& s) noexcept {
 std::string rocr_device_source::describe() const {
   return name_ + " VRAM pool: hsa_amd_memory_pool_allocate, " +
          std::to_string(granularity_ >> 20) + " MiB granularity, " + std::to_string(total_) +
-         " bytes; segments do not grow; free from " +
+         " bytes; " +
+         (vmem_ ? "growable segments through the virtual memory API (hsa_amd_vmem_*)"
+                : "segments do not grow (no hsa_amd_vmem_* in this runtime)") +
+         "; free from " +
          (memory_avail_ ? "MEMORY_AVAIL" : "what this source holds (no MEMORY_AVAIL)") +
          " (ROCr " + lib_->resolved_path() + ")";
 }
@@ -165,6 +284,35 @@ std::string rocr_device_source::memory_text() const {
     return std::to_string(free_bytes) + " of " + std::to_string(total) + " bytes free";
   } catch (const error& e) {
     return std::string("free memory unknown: ") + e.what();
+  }
+}
+
+std::size_t rocr_device_source::rounded(std::size_t bytes) const {
+  if (bytes == 0 || bytes > SIZE_MAX - (granularity_ - 1))
+    throw_error(errc::invalid_argument, "rocr_device_source: cannot allocate " +
+                                            std::to_string(bytes) + " bytes on " + name_);
+  return (bytes + granularity_ - 1) / granularity_ * granularity_;
+}
+
+void rocr_device_source::check_call(const char* call, std::size_t bytes,
+                                    hsa::rocr_status r) const {
+  if (r == rc::status::success) return;
+  if (r == rc::status::out_of_resources || r == rc::status::invalid_allocation)
+    throw_error(errc::out_of_memory, "rocr_device_source: " + name_ + " has no room for " +
+                                         std::to_string(bytes) + " bytes: " + call +
+                                         " failed: " + lib_->status_text(r) + "; " +
+                                         memory_text());
+  throw_error(errc::runtime_error, "rocr_device_source: " + std::string(call) + " of " +
+                                       std::to_string(bytes) + " bytes on " + name_ +
+                                       " failed: " + lib_->status_text(r));
+}
+
+// Cleanup calls cannot throw: a failure is logged and the next step still runs.
+void rocr_device_source::log_failure(const char* call, hsa::rocr_status r) const noexcept {
+  if (r == rc::status::success) return;
+  try {
+    log().error("rocr_device_source: {} on {} failed: {}", call, name_, lib_->status_text(r));
+  } catch (...) {  // the message could not be made: the failure stays unreported
   }
 }
 

@@ -11,12 +11,33 @@
 // segment back only when every block of it is free, and blocks are free only once their streams
 // are done with them (stream events), so no kernel still uses a segment freed here.
 //
-// Segments do not grow: allocate_growable(), grow() and decommit() keep upstream_source's defaults
-// (allocate(); false; false), so a large miss of the pool takes a new segment. ROCr >= 6.0 has a
-// virtual memory API (hsa_amd_vmem_address_reserve, _handle_create, _map, _set_access; in the
-// function table as optional symbols, rocr_library::has_vmem()) that would let a segment grow in
-// place as cuda_device_source's does (Note [Growable device segments] in cuda_device_source.hpp);
-// that is a follow-up.
+// allocate_growable() and grow() use ROCr's virtual memory API where the runtime has it (Note
+// [Growable ROCr device segments]), so the pool's expandable segment grows in place instead of
+// taking a new segment for every large miss; elsewhere (ROCr < 6.2: rocr_library::has_vmem()
+// false) they keep upstream_source's defaults (allocate(); false) and a large miss takes a new
+// segment, as before. decommit() always answers false: an unmapped device range is not backed on
+// touch (Note [Device memory is not backed on touch] in cuda_device_source.hpp holds for ROCr
+// too), so the caching pool turns decommit off for this source and returns whole segments.
+//
+// Note [Growable ROCr device segments]
+// Why: without growth every large miss takes a new segment and the cache strands the free tail
+// of the last one (Note [Expandable segments] in caching_pool.hpp); CUDA's device source grows
+// for the same reason (Note [Growable device segments] in cuda_device_source.hpp). How: a
+// growable segment is hsa_amd_vmem_address_reserve_align of reserved_size bytes, aligned to the
+// chunk size, whose first `size` bytes are mapped. Each allocate_growable() or grow() maps one
+// range: hsa_amd_vmem_handle_create on the VRAM pool (MEMORY_TYPE_NONE), hsa_amd_vmem_map at the
+// end of what is mapped, hsa_amd_vmem_set_access read/write for this GPU agent only (as for
+// hsa_amd_memory_pool_allocate memory; no peer or host access). A range is a multiple of the
+// chunk size, granularity(): ROCr reports no granularity of its own for VMM handles, which must
+// be multiples of the pool's RUNTIME_ALLOC_GRANULE. The source keeps every range's handle per
+// reservation; deallocate() unmaps and releases each and frees the reservation. A growth that
+// fails half way unmaps and releases what it had made, so the reservation is as it was. Plain
+// allocate() stays hsa_amd_memory_pool_allocate: one call instead of four.
+// Kernels: hsa_amd_vmem_unmap, like hsa_amd_memory_pool_free, is not known to wait for kernels
+// still using the range, and this source has no stream or signal to wait on (CUDA's source
+// synchronizes its context instead). It relies on the caching pool's contract above: a segment
+// comes back only when every block of it is free, and a block is free only once its streams are
+// done with it, so nothing still runs on a reservation released here.
 //
 // memory_info(): total is the VRAM pool's size; free is the agent's HSA_AMD_AGENT_INFO_MEMORY_AVAIL
 // (what is left across its GLOBAL pools, which on a discrete GPU are views of the same VRAM; all
@@ -25,19 +46,25 @@
 // processes' use is not seen.
 //
 // Out of device memory (HSA_STATUS_ERROR_OUT_OF_RESOURCES or HSA_STATUS_ERROR_INVALID_ALLOCATION
-// from hsa_amd_memory_pool_allocate) is umem::error(out_of_memory) naming the device, the request
-// and memory_info's free/total; every other failure is runtime_error naming the ROCr call.
+// from hsa_amd_memory_pool_allocate, hsa_amd_vmem_address_reserve_align, _handle_create or _map)
+// is umem::error(out_of_memory) naming the device, the request and memory_info's free/total;
+// every other failure is runtime_error naming the ROCr call.
 //
 // Thread safety: everything is looked up once at construction; ROCr's calls are thread-safe and
 // the bytes held are an atomic counter, so every member function may be called from any thread.
+// One mutex guards the reservations' handles; grow() holds it while it maps, so growths are
+// serialized.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "umem/allocator/source/device_memory_source.hpp"
 #include "umem/core/topology.hpp"
@@ -60,6 +87,17 @@ class rocr_device_source final : public device_memory_source {
   // hsa_amd_memory_pool_allocate of `bytes` rounded up to granularity(). Throws umem::error:
   // invalid_argument for 0 or a size that overflows when rounded; out_of_memory; runtime_error.
   segment allocate(std::size_t bytes, const node_binding& where, coherence kind) override;
+  // A reservation of `reserve_bytes` with `bytes` mapped, both rounded up to granularity()
+  // (Note [Growable ROCr device segments]); allocate() without the VMM API or when the
+  // reservation would be no larger. Throws as allocate() does.
+  segment allocate_growable(std::size_t bytes, std::size_t reserve_bytes,
+                            const node_binding& where, coherence kind) override;
+  // Maps `extra_bytes` rounded up to granularity() after what `s` has mapped; false when `s` is
+  // not a growable segment of this source or its reservation has no room for that. Throws
+  // out_of_memory or runtime_error, leaving `s` and the reservation unchanged.
+  bool grow(segment& s, std::size_t extra_bytes) override;
+  // Always false (see above).
+  bool decommit(const segment& s, void* p, std::size_t bytes) override;
   // Failures are logged (errors), never thrown.
   void deallocate(const segment& s) noexcept override;
   // "ROCr device 1 (AMD Instinct MI300X) VRAM pool: ...".
@@ -67,15 +105,43 @@ class rocr_device_source final : public device_memory_source {
   std::pair<std::uint64_t, std::uint64_t> memory_info() const override;
 
   std::size_t granularity() const { return granularity_; }
-  // Bytes of the segments this source has handed out and not yet taken back.
+  // Whether segments can grow here (the runtime has the VMM API).
+  bool grows() const { return vmem_; }
+  // Bytes of the segments this source has handed out and not yet taken back (of a reservation:
+  // what is mapped).
   std::uint64_t held_bytes() const { return held_.load(std::memory_order_relaxed); }
   // Whether free comes from MEMORY_AVAIL (else: total minus held_bytes()).
   bool reports_memory_avail() const { return memory_avail_; }
 
  private:
+  struct mapped_range {
+    std::size_t offset = 0;  // from the reservation's base
+    std::size_t size = 0;
+    hsa::rocr_vmem_handle handle;
+  };
+  struct reservation {
+    std::size_t reserved = 0;
+    std::size_t mapped = 0;  // the ranges cover [0, mapped), in order
+    std::vector<mapped_range> ranges;
+  };
+
   // "F of T bytes free" for an out-of-memory message, or why it is not known; never throws
   // umem::error.
   std::string memory_text() const;
+  // `bytes` rounded up to granularity(); invalid_argument for 0 or an overflow.
+  std::size_t rounded(std::size_t bytes) const;
+  // Throws unless `r` is success: out_of_memory for OUT_OF_RESOURCES or INVALID_ALLOCATION,
+  // else runtime_error, both naming `call`, `bytes` and the device.
+  void check_call(const char* call, std::size_t bytes, hsa::rocr_status r) const;
+  // Logs a failed cleanup call; never throws.
+  void log_failure(const char* call, hsa::rocr_status r) const noexcept;
+  // Handle, map and access for [base + offset, + size); undoes what it did and throws on failure.
+  mapped_range map_range(std::uintptr_t base, std::size_t offset, std::size_t size) const;
+  // Maps [rec.mapped, target) of the reservation at `base` as one more range and counts it in
+  // held_; `rec` is unchanged when it throws.
+  void extend(std::uintptr_t base, reservation& rec, std::size_t target);
+  // Unmaps and releases every range of `r`, then frees the reservation.
+  void release(std::uintptr_t base, const reservation& r) const noexcept;
 
   std::shared_ptr<const hsa::rocr_library> lib_;
   hsa::rocr_session session_;  // after lib_: closed before the library goes
@@ -85,7 +151,11 @@ class rocr_device_source final : public device_memory_source {
   std::uint64_t total_ = 0;  // the VRAM pool's SIZE
   std::size_t granularity_ = minimum_granularity;
   bool memory_avail_ = false;
-  std::atomic<std::uint64_t> held_{0};
+  bool vmem_ = false;  // rocr_library::has_vmem()
+  std::atomic<std::uint64_t> held_{0};  // mapped bytes for reservations
+
+  mutable std::mutex mutex_;                            // guards reservations_
+  std::map<std::uintptr_t, reservation> reservations_;  // by base address
 };
 
 }  // namespace umem::alloc
