@@ -29,9 +29,6 @@ void* pointer_of(cuda::cu_deviceptr p) {
   return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p));
 }
 
-// The reservations_ key of a segment.
-std::uintptr_t key_of(const segment& s) { return reinterpret_cast<std::uintptr_t>(s.base); }
-
 // Pinned memory of device `ordinal`, not exportable: what every mapped range is made of.
 cuda::cu_mem_allocation_prop device_memory(int ordinal) {
   cuda::cu_mem_allocation_prop p;
@@ -108,17 +105,12 @@ segment cuda_device_source::allocate_growable(std::size_t bytes, std::size_t res
   const cuda::cuda_context_scope scope(ctx_);
   cuda::cu_deviceptr base = 0;
   check_call("cuMemAddressReserve", reserved, f.cuMemAddressReserve(&base, reserved, 0, 0, 0));
-  reservation rec{reserved, 0, {}};
-  try {
-    rec.ranges.reserve(1);
-    rec.ranges.push_back(map_range(base, 0, size));
-    rec.mapped = size;
-    const std::lock_guard lock(mutex_);
-    reservations_.emplace(base, rec);  // a copy: `rec` stays whole for the cleanup below
-  } catch (...) {
-    release_reservation(base, rec);
-    throw;
-  }
+  reservations_.add(
+      base, reserved, size,
+      [&](std::uintptr_t at, std::size_t offset, std::size_t n) {
+        return map_range(at, offset, n);
+      },
+      [&](std::uintptr_t at, const reservation& r) { release_reservation(at, r); });
   log().debug("cuda_device_source: {} bytes mapped at {} on {}, {} reserved", size,
               pointer_of(base), name_, reserved);
   segment s;
@@ -131,25 +123,15 @@ segment cuda_device_source::allocate_growable(std::size_t bytes, std::size_t res
 }
 
 bool cuda_device_source::grow(segment& s, std::size_t extra_bytes) {
-  if (chunk_ == 0) return false;
-  const std::lock_guard lock(mutex_);
-  const auto it = reservations_.find(key_of(s));
-  if (it == reservations_.end()) return false;  // a cuMemAlloc segment
-  reservation& rec = it->second;
-  if (s.size > rec.reserved || extra_bytes > rec.reserved - s.size) return false;
-  // s.size and rec.reserved are multiples of the chunk: the rounded growth fits too.
-  const std::size_t target = s.size + (extra_bytes + chunk_ - 1) / chunk_ * chunk_;
-  if (target > rec.mapped) {
-    // Below rec.mapped lies a growth `s` does not know of yet (segment.hpp: grow() tolerates
-    // it); only what lies beyond is mapped now.
-    const cuda::cuda_context_scope scope(ctx_);
-    rec.ranges.reserve(rec.ranges.size() + 1);
-    rec.ranges.push_back(map_range(it->first, rec.mapped, target - rec.mapped));
-    rec.mapped = target;
-    log().debug("cuda_device_source: grew the segment at {} on {} to {} bytes", s.base, name_,
-                target);
-  }
-  s.size = target;
+  // A cuMemAlloc segment is no reservation: false.
+  if (chunk_ == 0 ||
+      !reservations_.grow(s, extra_bytes, chunk_,
+                          [&](std::uintptr_t at, std::size_t offset, std::size_t n) {
+                            const cuda::cuda_context_scope scope(ctx_);
+                            return map_range(at, offset, n);
+                          }))
+    return false;
+  log().debug("cuda_device_source: the segment at {} on {} is {} bytes", s.base, name_, s.size);
   return true;
 }
 
@@ -162,33 +144,32 @@ bool cuda_device_source::decommit(const segment& s, void* p, std::size_t bytes) 
 
 // cuMemCreate + cuMemMap + cuMemSetAccess of [base + offset, base + offset + size); on failure
 // undoes what it did and throws (check_call).
-cuda_device_source::mapped_range cuda_device_source::map_range(cuda::cu_deviceptr base,
-                                                               std::size_t offset,
-                                                               std::size_t size) const {
+cuda::cu_mem_handle cuda_device_source::map_range(cuda::cu_deviceptr base, std::size_t offset,
+                                                  std::size_t size) const {
   const cuda::cuda_functions& f = drv_->fn();
   const cuda::cu_mem_allocation_prop prop = device_memory(ctx_.ordinal());
-  mapped_range m{offset, size, 0};
-  check_call("cuMemCreate", size, f.cuMemCreate(&m.handle, size, &prop, 0));
+  cuda::cu_mem_handle handle = 0;
+  check_call("cuMemCreate", size, f.cuMemCreate(&handle, size, &prop, 0));
   const cuda::cu_deviceptr at = base + offset;
-  if (const cuda::cu_result r = f.cuMemMap(at, size, 0, m.handle, 0); r != 0) {
-    log_failure("cuMemRelease", f.cuMemRelease(m.handle));
+  if (const cuda::cu_result r = f.cuMemMap(at, size, 0, handle, 0); r != 0) {
+    log_failure("cuMemRelease", f.cuMemRelease(handle));
     check_call("cuMemMap", size, r);
   }
   const cuda::cu_mem_access_desc access{{cc::vmm::location_type_device, ctx_.ordinal()},
                                         cc::vmm::access_read_write};
   if (const cuda::cu_result r = f.cuMemSetAccess(at, size, &access, 1); r != 0) {
     log_failure("cuMemUnmap", f.cuMemUnmap(at, size));
-    log_failure("cuMemRelease", f.cuMemRelease(m.handle));
+    log_failure("cuMemRelease", f.cuMemRelease(handle));
     check_call("cuMemSetAccess", size, r);
   }
-  return m;
+  return handle;
 }
 
 // Unmaps and releases every range of `r`, then frees its address space; the context is current.
 void cuda_device_source::release_reservation(cuda::cu_deviceptr base,
                                              const reservation& r) const noexcept {
   const cuda::cuda_functions& f = drv_->fn();
-  for (const mapped_range& m : r.ranges) {
+  for (const auto& m : r.ranges) {
     log_failure("cuMemUnmap", f.cuMemUnmap(base + m.offset, m.size));
     log_failure("cuMemRelease", f.cuMemRelease(m.handle));
   }
@@ -197,11 +178,7 @@ void cuda_device_source::release_reservation(cuda::cu_deviceptr base,
 
 void cuda_device_source::deallocate(const segment& s) noexcept {
   try {
-    std::optional<reservation> rec;
-    {
-      const std::lock_guard lock(mutex_);
-      if (auto node = reservations_.extract(key_of(s))) rec = std::move(node.mapped());
-    }
+    const std::optional<reservation> rec = reservations_.take(s);
     const cuda::cuda_context_scope scope(ctx_);
     if (rec) {
       // Kernels may still use the memory (Note [Growable device segments]).

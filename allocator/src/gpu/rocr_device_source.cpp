@@ -34,9 +34,6 @@ segment made(void* base, std::size_t size, std::size_t reserved, const node_bind
   return s;
 }
 
-// The reservations_ key of a segment.
-std::uintptr_t key_of(const segment& s) { return reinterpret_cast<std::uintptr_t>(s.base); }
-
 const hsa::rocr_library& library_of(const std::shared_ptr<const hsa::rocr_library>& lib) {
   if (!lib) throw_error(errc::invalid_argument, "rocr_device_source: no ROCr library given");
   return *lib;
@@ -51,7 +48,7 @@ std::string name_of(const agent& gpu, int device) {
 
 // The GPU agent whose DRIVER_NODE_ID is `kfd_node` (as rocr_gpu_mapper matches them).
 hsa::rocr_agent find_agent(const hsa::rocr_library& lib, std::uint32_t kfd_node,
-                      const std::string& name) {
+                           const std::string& name) {
   for (hsa::rocr_agent h : hsa::agents_of(lib)) {
     std::uint32_t device = 0, node = 0;
     lib.check(lib.fn().hsa_agent_get_info(h, rc::agent_info::device, &device),
@@ -62,8 +59,8 @@ hsa::rocr_agent find_agent(const hsa::rocr_library& lib, std::uint32_t kfd_node,
     if (node == kfd_node) return h;
   }
   throw_error(errc::invalid_argument,
-              "rocr_device_source: ROCr (" + lib.resolved_path() + ") has no GPU agent of KFD node " +
-                  std::to_string(kfd_node) + " for " + name +
+              "rocr_device_source: ROCr (" + lib.resolved_path() +
+                  ") has no GPU agent of KFD node " + std::to_string(kfd_node) + " for " + name +
                   "; the topology was not discovered from this runtime");
 }
 
@@ -143,66 +140,44 @@ segment rocr_device_source::allocate_growable(std::size_t bytes, std::size_t res
   // segments]).
   check_call("hsa_amd_vmem_address_reserve_align", reserved,
              lib_->fn().hsa_amd_vmem_address_reserve_align(&va, reserved, 0, granularity_, 0));
-  const auto base = reinterpret_cast<std::uintptr_t>(va);
-  reservation rec;
-  rec.reserved = reserved;
-  try {
-    extend(base, rec, first);
-    const std::lock_guard lock(mutex_);
-    reservations_.emplace(base, rec);  // a copy: `rec` stays whole for the cleanup below
-  } catch (...) {
-    held_.fetch_sub(rec.mapped, std::memory_order_relaxed);
-    release(base, rec);
-    throw;
-  }
+  reservations_.add(
+      reinterpret_cast<std::uintptr_t>(va), reserved, first,
+      [&](std::uintptr_t base, std::size_t offset, std::size_t n) {
+        return map_range(base, offset, n);
+      },
+      [&](std::uintptr_t base, const reservation& rec) {
+        held_.fetch_sub(rec.mapped, std::memory_order_relaxed);
+        release(base, rec);
+      });
   log().debug("rocr_device_source: {} bytes mapped at {} on {}, {} reserved", first, va, name_,
               reserved);
   return made(va, first, reserved, where, kind);
 }
 
 bool rocr_device_source::grow(segment& s, std::size_t extra_bytes) {
-  if (!vmem_) return false;
-  const std::lock_guard lock(mutex_);
-  const auto found = reservations_.find(key_of(s));
-  if (found == reservations_.end()) return false;  // an hsa_amd_memory_pool_allocate segment
-  reservation& rec = found->second;
-  if (s.size > rec.reserved || extra_bytes > rec.reserved - s.size) return false;
-  // Both s.size and rec.reserved are whole chunks, so the rounded growth still fits.
-  const std::size_t wanted =
-      s.size + (extra_bytes + granularity_ - 1) / granularity_ * granularity_;
-  if (wanted > rec.mapped) {
-    // What lies below rec.mapped is a growth `s` has not seen (segment.hpp: grow() tolerates
-    // it); only the part beyond is mapped now.
-    extend(found->first, rec, wanted);
-    log().debug("rocr_device_source: grew the segment at {} on {} to {} bytes", s.base, name_,
-                wanted);
-  }
-  s.size = wanted;
+  // An hsa_amd_memory_pool_allocate segment is no reservation: false.
+  if (!vmem_ ||
+      !reservations_.grow(s, extra_bytes, granularity_,
+                          [&](std::uintptr_t base, std::size_t offset, std::size_t n) {
+                            return map_range(base, offset, n);
+                          }))
+    return false;
+  log().debug("rocr_device_source: the segment at {} on {} is {} bytes", s.base, name_, s.size);
   return true;
 }
 
 // An unmapped device range is not backed on touch (see the header): never.
 bool rocr_device_source::decommit(const segment&, void*, std::size_t) { return false; }
 
-void rocr_device_source::extend(std::uintptr_t base, reservation& rec, std::size_t target) {
-  rec.ranges.reserve(rec.ranges.size() + 1);  // so that keeping the new range cannot fail
-  rec.ranges.push_back(map_range(base, rec.mapped, target - rec.mapped));
-  held_.fetch_add(target - rec.mapped, std::memory_order_relaxed);
-  rec.mapped = target;
-}
-
-rocr_device_source::mapped_range rocr_device_source::map_range(std::uintptr_t base,
-                                                               std::size_t offset,
-                                                               std::size_t size) const {
+hsa::rocr_vmem_handle rocr_device_source::map_range(std::uintptr_t base, std::size_t offset,
+                                                    std::size_t size) {
   const hsa::rocr_functions& f = lib_->fn();
-  mapped_range m;
-  m.offset = offset;
-  m.size = size;
+  hsa::rocr_vmem_handle handle;
   check_call("hsa_amd_vmem_handle_create", size,
-             f.hsa_amd_vmem_handle_create(pool_, size, vmem_memory_type_none, 0, &m.handle));
+             f.hsa_amd_vmem_handle_create(pool_, size, vmem_memory_type_none, 0, &handle));
   void* at = pointer_of(base + offset);
   const char* failed = "hsa_amd_vmem_map";
-  hsa::rocr_status r = f.hsa_amd_vmem_map(at, size, 0, m.handle, 0);
+  hsa::rocr_status r = f.hsa_amd_vmem_map(at, size, 0, handle, 0);
   if (r == rc::status::success) {
     const hsa::rocr_access_desc access{rc::access_permission::rw, agent_};
     failed = "hsa_amd_vmem_set_access";
@@ -211,16 +186,17 @@ rocr_device_source::mapped_range rocr_device_source::map_range(std::uintptr_t ba
       log_failure("hsa_amd_vmem_unmap", f.hsa_amd_vmem_unmap(at, size));
   }
   if (r != rc::status::success) {
-    log_failure("hsa_amd_vmem_handle_release", f.hsa_amd_vmem_handle_release(m.handle));
+    log_failure("hsa_amd_vmem_handle_release", f.hsa_amd_vmem_handle_release(handle));
     check_call(failed, size, r);
   }
-  return m;
+  held_.fetch_add(size, std::memory_order_relaxed);
+  return handle;
 }
 
 // Nothing still runs on the memory: Note [Growable ROCr device segments], "Kernels".
 void rocr_device_source::release(std::uintptr_t base, const reservation& r) const noexcept {
   const hsa::rocr_functions& f = lib_->fn();
-  for (const mapped_range& m : r.ranges) {
+  for (const auto& m : r.ranges) {
     log_failure("hsa_amd_vmem_unmap", f.hsa_amd_vmem_unmap(pointer_of(base + m.offset), m.size));
     log_failure("hsa_amd_vmem_handle_release", f.hsa_amd_vmem_handle_release(m.handle));
   }
@@ -232,14 +208,13 @@ void rocr_device_source::deallocate(const segment& s) noexcept {
   if (vmem_) {
     std::optional<reservation> rec;
     try {
-      const std::lock_guard lock(mutex_);
-      if (auto node = reservations_.extract(key_of(s))) rec = std::move(node.mapped());
+      rec = reservations_.take(s);
     } catch (...) {  // the lock failed: the segment is left as it is
       log_failure("locking the reservations in deallocate", rc::status::error);
       return;
     }
     if (rec) {
-      release(key_of(s), *rec);
+      release(reinterpret_cast<std::uintptr_t>(s.base), *rec);
       held_.fetch_sub(rec->mapped, std::memory_order_relaxed);
       return;
     }

@@ -40,12 +40,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <vector>
 
+#include "umem/allocator/gpu/growable_reservations.hpp"
 #include "umem/allocator/source/device_memory_source.hpp"
 #include "umem/core/topology.hpp"
 #include "umem/cuda_runtime/cuda_context.hpp"
@@ -85,21 +83,14 @@ class cuda_device_source final : public device_memory_source {
   std::size_t chunk_size() const { return chunk_; }
 
  private:
-  struct mapped_range {
-    std::size_t offset = 0;  // from the reservation's base
-    std::size_t size = 0;
-    cuda::cu_mem_handle handle = 0;
-  };
-  struct reservation {
-    std::size_t reserved = 0;
-    std::size_t mapped = 0;  // the ranges cover [0, mapped), in order
-    std::vector<mapped_range> ranges;
-  };
+  using reservation = growable_reservations<cuda::cu_mem_handle>::reservation;
 
   std::size_t vmm_chunk() const;
   // `bytes` rounded up to a multiple of `unit`; invalid_argument for 0 or an overflow.
   std::size_t rounded_request(std::size_t bytes, std::size_t unit) const;
-  mapped_range map_range(cuda::cu_deviceptr base, std::size_t offset, std::size_t size) const;
+  // cuMemCreate + cuMemMap + cuMemSetAccess of [base + offset, + size); its handle.
+  cuda::cu_mem_handle map_range(cuda::cu_deviceptr base, std::size_t offset,
+                                std::size_t size) const;
   void release_reservation(cuda::cu_deviceptr base, const reservation& r) const noexcept;
   // Throws unless `r` is success: out_of_memory for CUDA_ERROR_OUT_OF_MEMORY, else
   // runtime_error, both naming `call`, `bytes` and the device.
@@ -111,8 +102,7 @@ class cuda_device_source final : public device_memory_source {
   std::string name_;  // "CUDA device 0 (NVIDIA H200)"
   std::size_t chunk_ = 0;
 
-  mutable std::mutex mutex_;  // guards reservations_
-  std::map<std::uintptr_t, reservation> reservations_;  // by base address
+  growable_reservations<cuda::cu_mem_handle> reservations_;
 };
 
 }  // namespace umem::alloc

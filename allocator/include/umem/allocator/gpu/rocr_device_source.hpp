@@ -59,13 +59,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
-#include <vector>
 
+#include "umem/allocator/gpu/growable_reservations.hpp"
 #include "umem/allocator/source/device_memory_source.hpp"
 #include "umem/core/topology.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
@@ -114,16 +112,7 @@ class rocr_device_source final : public device_memory_source {
   bool reports_memory_avail() const { return memory_avail_; }
 
  private:
-  struct mapped_range {
-    std::size_t offset = 0;  // from the reservation's base
-    std::size_t size = 0;
-    hsa::rocr_vmem_handle handle;
-  };
-  struct reservation {
-    std::size_t reserved = 0;
-    std::size_t mapped = 0;  // the ranges cover [0, mapped), in order
-    std::vector<mapped_range> ranges;
-  };
+  using reservation = growable_reservations<hsa::rocr_vmem_handle>::reservation;
 
   // "F of T bytes free" for an out-of-memory message, or why it is not known; never throws
   // umem::error.
@@ -135,11 +124,9 @@ class rocr_device_source final : public device_memory_source {
   void check_call(const char* call, std::size_t bytes, hsa::rocr_status r) const;
   // Logs a failed cleanup call; never throws.
   void log_failure(const char* call, hsa::rocr_status r) const noexcept;
-  // Handle, map and access for [base + offset, + size); undoes what it did and throws on failure.
-  mapped_range map_range(std::uintptr_t base, std::size_t offset, std::size_t size) const;
-  // Maps [rec.mapped, target) of the reservation at `base` as one more range and counts it in
-  // held_; `rec` is unchanged when it throws.
-  void extend(std::uintptr_t base, reservation& rec, std::size_t target);
+  // Handle, map and access for [base + offset, + size), counted in held_; its handle. Undoes what
+  // it did and throws on failure.
+  hsa::rocr_vmem_handle map_range(std::uintptr_t base, std::size_t offset, std::size_t size);
   // Unmaps and releases every range of `r`, then frees the reservation.
   void release(std::uintptr_t base, const reservation& r) const noexcept;
 
@@ -154,8 +141,7 @@ class rocr_device_source final : public device_memory_source {
   bool vmem_ = false;  // rocr_library::has_vmem()
   std::atomic<std::uint64_t> held_{0};  // mapped bytes for reservations
 
-  mutable std::mutex mutex_;                            // guards reservations_
-  std::map<std::uintptr_t, reservation> reservations_;  // by base address
+  growable_reservations<hsa::rocr_vmem_handle> reservations_;
 };
 
 }  // namespace umem::alloc
