@@ -207,26 +207,37 @@ void bridge::throw_oom(std::size_t bytes, int device, const std::string& detail)
                   detail);
 }
 
-void* bridge::allocate_with_retry(std::size_t bytes, const alloc::request& r, int device) {
-  try {
-    return alloc_->allocate(bytes, r);
-  } catch (const error& e) {
-    if (e.code() != errc::out_of_memory) throw;
-    // Like PyTorch's caching allocator: wait for the streams that still use freed blocks, give
-    // everything cached back, and try once more (without touching events during a capture).
-    {
+void* bridge::allocate_with_retry(std::size_t bytes, alloc::request r, int device,
+                                  std::optional<std::uint64_t> cap) {
+  for (int attempt = 0;; ++attempt) {
+    // Note [Memory fraction]: what the cap leaves is the most this attempt may add to what is
+    // reserved (Note [Headroom] in caching_pool.hpp), so a refused request reserves nothing.
+    std::int64_t reserved = 0;
+    if (cap) {
+      reserved = reserved_for_cap(device);
+      const auto limit = static_cast<std::int64_t>(*cap);
+      r.headroom = limit > reserved ? static_cast<std::size_t>(limit - reserved) : 0;
+    }
+    try {
+      return alloc_->allocate(bytes, r);
+    } catch (const error& e) {
+      if (e.code() != errc::out_of_memory) throw;
+      if (attempt == 1)
+        throw_oom(bytes, device,
+                  cap ? "the memory fraction caps device " + std::to_string(device) + " at " +
+                            std::to_string(*cap) +
+                            " bytes reserved (torch.cuda.set_per_process_memory_fraction), " +
+                            std::to_string(reserved) +
+                            " are reserved, even after the cache was given back: " + e.what()
+                      : std::string(e.what()));
       std::lock_guard lock(mutex_);
       ++usage_[device].num_alloc_retries;
       ++total_.num_alloc_retries;
     }
+    // Like PyTorch's caching allocator: wait for the streams that still use freed blocks, give
+    // everything cached back, and try once more (without touching events during a capture).
     if (captures_.load() == 0) release_held(false);
     alloc_->trim();
-    try {
-      return alloc_->allocate(bytes, r);
-    } catch (const error& again) {
-      if (again.code() != errc::out_of_memory) throw;
-      throw_oom(bytes, device, again.what());
-    }
   }
 }
 
@@ -236,37 +247,6 @@ std::int64_t bridge::reserved_for_cap(int device) const {
   auto it = usage_.find(device);
   if (it == usage_.end()) return pools;
   return pools - it->second.lent_bytes + it->second.external_bytes;
-}
-
-void* bridge::allocate_within_cap(std::size_t reported, int device, std::uint64_t cap) {
-  alloc::request r = request_for(device);
-  for (int attempt = 0;; ++attempt) {
-    // What the cap leaves: the most this request may add to what is reserved (Note [Headroom]
-    // in caching_pool.hpp), so a refused request reserves nothing.
-    const std::int64_t reserved = reserved_for_cap(device);
-    r.headroom = static_cast<std::int64_t>(cap) > reserved
-                     ? static_cast<std::size_t>(static_cast<std::int64_t>(cap) - reserved)
-                     : 0;
-    try {
-      return alloc_->allocate(reported, r);
-    } catch (const error& e) {
-      if (e.code() != errc::out_of_memory) throw;
-      if (attempt == 1)
-        throw_oom(reported, device,
-                  "the memory fraction caps device " + std::to_string(device) + " at " +
-                      std::to_string(cap) + " bytes reserved (torch.cuda.set_per_process_memory_" +
-                      "fraction), " + std::to_string(reserved) + " are reserved, even after the " +
-                      "cache was given back: " + e.what());
-      {
-        std::lock_guard lock(mutex_);
-        ++usage_[device].num_alloc_retries;
-        ++total_.num_alloc_retries;
-      }
-    }
-    // Like PyTorch's allocator at its cap: give the cache back, then try once more.
-    if (captures_.load() == 0) release_held(false);
-    alloc_->trim();
-  }
 }
 
 void* bridge::allocate(std::size_t bytes, int device, void* stream) {
@@ -290,8 +270,7 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
     if (capped_devices_.load(std::memory_order_relaxed) != 0)
       if (auto it = usage_.find(device); it != usage_.end()) cap = it->second.cap_bytes;
   }
-  void* p = cap ? allocate_within_cap(reported, device, *cap)
-                : allocate_with_retry(reported, request_for(device), device);
+  void* p = allocate_with_retry(reported, request_for(device), device, cap);
   std::lock_guard lock(mutex_);
   account_allocate(device, reported, bytes, false);
   live_[p] = live_block{bytes, reported, device, stream, {}};

@@ -188,10 +188,11 @@ class bridge {
   // f(usage&) for `device`'s share, or every share and the total for -1; mutex_ held.
   template <class F>
   void for_each_usage(int device, F&& f);
-  void* allocate_with_retry(std::size_t bytes, const alloc::request& r, int device);
-  // Note [Memory fraction]: an allocation whose pool may add what `cap` leaves, tried again once
-  // after the cache was given back.
-  void* allocate_within_cap(std::size_t reported, int device, std::uint64_t cap);
+  // The bridge's one reclaim step: `r` from the allocator, and on out-of-memory once more after
+  // the cache was given back, then throw_oom. With `cap` (Note [Memory fraction]) each attempt
+  // may add at most what the cap leaves.
+  void* allocate_with_retry(std::size_t bytes, alloc::request r, int device,
+                            std::optional<std::uint64_t> cap = std::nullopt);
   // What the memory fraction caps: the pools' reserved bytes of `device` less the segments lent
   // to PyTorch's own pools, plus what those pools reserve (set_external_reserved).
   std::int64_t reserved_for_cap(int device) const;
