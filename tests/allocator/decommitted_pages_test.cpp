@@ -1,6 +1,7 @@
-// Note [Decommitted pages]: with max_cached_bytes set, the large pool gives back whole free
-// granules before it commits more memory, counts them again when it reuses them, and keeps
-// reserved_bytes equal to what is committed. Sizes are multiples of the 2 MiB granule, worked
+// Note [Decommitted pages]: trim() gives back the whole free granules of segments that keep live
+// blocks; with max_cached_bytes set, the large pool also gives them back before it commits more
+// memory; it recommits them through the upstream when it reuses them, and keeps reserved_bytes
+// equal to what is committed. Sizes are multiples of the 2 MiB granule, worked
 // out by hand; the fake upstream records what it was asked to give back.
 #include <gtest/gtest.h>
 
@@ -56,6 +57,7 @@ TEST(decommitted_pages, a_free_hole_is_given_back_before_the_segment_grows) {
   EXPECT_EQ(reserved_peak(pool), mib(24));  // never 32
   void* d = pool.allocate(8 * MiB);         // the hole again: its granules count again
   EXPECT_EQ(d, a);
+  EXPECT_EQ(up->recommitted_bytes(), 8 * MiB) << "taken back through the upstream";
   EXPECT_EQ(reserved(pool), mib(32));
   EXPECT_EQ(pool.stats()(metric::allocated_bytes, size_class::all).current, mib(32));
   for (void* p : {b, c, d}) pool.deallocate(p);  // the free segment goes back at once (cap)
@@ -135,6 +137,81 @@ TEST(decommitted_pages, reusing_given_back_granules_respects_limit_bytes) {
   void* d = pool.allocate(8 * MiB);  // room now: c's space is committed and free
   pool.deallocate(b);
   pool.deallocate(d);
+}
+
+TEST(decommitted_pages, trim_gives_back_the_free_pages_of_a_segment_that_keeps_a_live_block) {
+  growable_upstream up;
+  caching_pool pool(up.source, node0, coherence::fine, capped(0));
+  void* keep = pool.allocate(8 * MiB);  // [0, 8): live, so the segment cannot go back whole
+  void* big = pool.allocate(16 * MiB);  // [8, 24): grown in place
+  pool.deallocate(big);
+  EXPECT_EQ(reserved(pool), mib(24));
+  EXPECT_EQ(pool.trim(), 16 * MiB);
+  EXPECT_EQ(up->decommitted_bytes(), 16 * MiB);
+  EXPECT_EQ(up->bad_decommits(), 0u);
+  EXPECT_EQ(reserved(pool), mib(8));
+  EXPECT_EQ(up->outstanding_segments(), 1u);
+  EXPECT_EQ(pool.trim(), 0u) << "nothing left to give back";
+  EXPECT_EQ(up->decommit_calls(), 1u);
+  void* again = pool.allocate(16 * MiB);  // the given-back space, taken back
+  EXPECT_EQ(again, big);
+  EXPECT_EQ(up->recommitted_bytes(), 16 * MiB);
+  EXPECT_EQ(reserved(pool), mib(24));
+  EXPECT_EQ(up->grown_calls(), 1u) << "no growth: the pages were there to take back";
+  pool.deallocate(again);
+  pool.deallocate(keep);
+  EXPECT_EQ(pool.trim(), 24 * MiB);
+  EXPECT_EQ(reserved(pool), 0);
+  EXPECT_EQ(up->outstanding_bytes(), 0u);
+}
+
+TEST(decommitted_pages, a_recommit_that_runs_out_fails_the_request_and_keeps_the_pages_given_back) {
+  growable_upstream up;
+  caching_pool pool(up.source, node0, coherence::fine, capped(0));
+  void* keep = pool.allocate(8 * MiB);
+  pool.deallocate(pool.allocate(16 * MiB));
+  ASSERT_EQ(pool.trim(), 16 * MiB);
+  up->fail_recommits(1);
+  try {
+    (void)pool.allocate(16 * MiB);
+    ADD_FAILURE() << "expected out_of_memory";
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::out_of_memory) << e.what();
+  }
+  const pool_stats st = pool.stats();
+  EXPECT_EQ(st(metric::reserved_bytes, size_class::all).current, mib(8));
+  EXPECT_EQ(st(metric::allocated_bytes, size_class::all).current, mib(8));
+  EXPECT_EQ(up->recommitted_bytes(), 0u);
+  void* p = pool.allocate(16 * MiB);  // the block went back to the free list whole
+  EXPECT_EQ(up->recommitted_bytes(), 16 * MiB);
+  EXPECT_EQ(reserved(pool), mib(24));
+  pool.deallocate(p);
+  pool.deallocate(keep);
+}
+
+TEST(decommitted_pages, a_segment_that_keeps_its_pages_is_not_asked_again_and_others_still_are) {
+  fake_upstream up{0, 2 * MiB, 2 * MiB};
+  up.set_growable(16 * MiB);
+  up.set_decommit(true);
+  pool_config cfg = capped(0);
+  cfg.expandable_reserve_bytes = 16 * MiB;
+  caching_pool pool(up, node0, coherence::fine, cfg);
+  void* keep1 = pool.allocate(8 * MiB);
+  void* hole1 = pool.allocate(8 * MiB);  // the first segment's reservation is full
+  void* keep2 = pool.allocate(8 * MiB);  // a second segment
+  void* hole2 = pool.allocate(8 * MiB);
+  ASSERT_EQ(up.outstanding_segments(), 2u);
+  up.keep_pages_of(keep1);
+  pool.deallocate(hole1);
+  pool.deallocate(hole2);
+  EXPECT_EQ(pool.trim(), 8 * MiB) << "the second segment's hole";
+  EXPECT_EQ(up.decommit_calls(), 2u);
+  EXPECT_EQ(reserved(pool), mib(24));
+  EXPECT_EQ(pool.trim(), 0u);
+  EXPECT_EQ(up.decommit_calls(), 2u) << "the first segment is not asked again";
+  for (void* p : {keep1, keep2}) pool.deallocate(p);
+  EXPECT_EQ(pool.trim(), 24 * MiB);
+  EXPECT_EQ(up.outstanding_bytes(), 0u);
 }
 
 }  // namespace

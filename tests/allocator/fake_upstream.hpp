@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "umem/allocator/source/segment.hpp"
@@ -72,13 +73,29 @@ class fake_upstream final : public upstream_source {
   bool decommit(const segment& s, void* p, std::size_t bytes) override {
     std::lock_guard lock(mutex_);
     ++decommit_calls_;
-    if (!decommit_) return false;
+    if (!decommit_ || keeps_pages_.count(s.base) != 0) return false;
     const auto it = live_.find(s.base);
     const auto* first = static_cast<const unsigned char*>(s.base);
     const auto* at = static_cast<const unsigned char*>(p);
     if (it == live_.end() || at < first || at + bytes > first + it->second) ++bad_decommits_;
     decommitted_bytes_ += bytes;
     return true;
+  }
+
+  // Records the bytes taken back; with fail_recommits(n) the next n calls throw out_of_memory.
+  void recommit(const segment& s, void* p, std::size_t bytes) override {
+    std::lock_guard lock(mutex_);
+    ++recommit_calls_;
+    if (failing_recommits_ != 0) {
+      --failing_recommits_;
+      throw error(errc::out_of_memory, "fake_upstream: recommit of " + std::to_string(bytes) +
+                                           " bytes refused");
+    }
+    const auto it = live_.find(s.base);
+    const auto* first = static_cast<const unsigned char*>(s.base);
+    const auto* at = static_cast<const unsigned char*>(p);
+    if (it == live_.end() || at < first || at + bytes > first + it->second) ++bad_decommits_;
+    recommitted_bytes_ += bytes;
   }
 
   void deallocate(const segment& s) noexcept override {
@@ -106,13 +123,24 @@ class fake_upstream final : public upstream_source {
   std::size_t grow_calls() const { return read(grow_calls_); }
   std::size_t grown_calls() const { return read(grown_calls_); }
   std::size_t bad_grows() const { return read(bad_grows_); }
+  // decommit() of the segment at `base` answers false, as for a plain device allocation.
+  void keep_pages_of(void* base) {
+    std::lock_guard lock(mutex_);
+    keeps_pages_.insert(base);
+  }
   void set_decommit(bool on) {
     std::lock_guard lock(mutex_);
     decommit_ = on;
   }
   std::size_t decommit_calls() const { return read(decommit_calls_); }
   std::size_t decommitted_bytes() const { return read(decommitted_bytes_); }
-  std::size_t bad_decommits() const { return read(bad_decommits_); }
+  std::size_t bad_decommits() const { return read(bad_decommits_); }  // or recommits
+  std::size_t recommit_calls() const { return read(recommit_calls_); }
+  std::size_t recommitted_bytes() const { return read(recommitted_bytes_); }
+  void fail_recommits(std::size_t n) {
+    std::lock_guard lock(mutex_);
+    failing_recommits_ = n;
+  }
 
   void set_capacity(std::size_t bytes) {
     std::lock_guard lock(mutex_);
@@ -184,9 +212,13 @@ class fake_upstream final : public upstream_source {
   std::size_t grown_calls_ = 0;  // calls that grew
   std::size_t bad_grows_ = 0;    // of a segment not handed out, or with another size
   bool decommit_ = false;
+  std::set<void*> keeps_pages_;
   std::size_t decommit_calls_ = 0;
   std::size_t decommitted_bytes_ = 0;
   std::size_t bad_decommits_ = 0;  // outside a live segment
+  std::size_t recommit_calls_ = 0;
+  std::size_t recommitted_bytes_ = 0;
+  std::size_t failing_recommits_ = 0;
   node_binding last_binding_;
   coherence last_kind_ = coherence::unknown;
 };

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,25 +65,51 @@ TEST_F(AllocatorDeviceMemory, DiscreteDeviceMemoryIsCachedAndItsLargeSegmentGrow
   EXPECT_EQ(a->kind_of(p), memory_kind::device);
   EXPECT_GE(a->allocation_size(p), 3 * MiB);
   EXPECT_EQ(test::cuda_double_calls("address_reserve "), 1);  // the expandable segment
-  EXPECT_EQ(test::cuda_double_calls("mem_create "), 1);
+  EXPECT_EQ(test::cuda_double_calls("mem_create "), 2);  // 2 MiB chunks
   EXPECT_EQ(test::cuda_double_calls("mem_alloc "), 0);
   EXPECT_EQ(test::cuda_double_calls("register "), 0) << "device memory is not registered host memory";
   EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), static_cast<long long>(4 * MiB));
   a->deallocate(p);
   void* q = a->allocate(3 * MiB, on_device0);  // reused from the cache
-  EXPECT_EQ(test::cuda_double_calls("mem_create "), 1);
+  EXPECT_EQ(test::cuda_double_calls("mem_create "), 2);
   void* r = a->allocate(3 * MiB, on_device0);  // the segment grows by 4 MiB, right after q
   EXPECT_EQ(static_cast<char*>(r) - static_cast<char*>(q), static_cast<std::ptrdiff_t>(4 * MiB));
   EXPECT_EQ(test::cuda_double_calls("address_reserve "), 1);
-  EXPECT_EQ(test::cuda_double_calls("mem_create "), 2);
+  EXPECT_EQ(test::cuda_double_calls("mem_create "), 4);
   EXPECT_EQ(a->memory_stats().at("segment.device0.current"), 1);
   a->deallocate(q);
   a->deallocate(r);
   EXPECT_EQ(test::cuda_double_calls("mem_unmap "), 0);
   EXPECT_EQ(a->trim(), 8 * MiB);
-  EXPECT_EQ(test::cuda_double_calls("mem_unmap "), 2);
+  EXPECT_EQ(test::cuda_double_calls("mem_unmap "), 4);
   EXPECT_EQ(test::cuda_double_vmm_handles(), 0);
   EXPECT_EQ(test::cuda_double_vmm_reservations(), 0);
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), 0);
+}
+
+// PyTorch's empty_cache gives back the free pages of an expandable segment that keeps live
+// blocks; so does trim() here (Note [Giving device pages back] in cuda_device_source.hpp).
+TEST_F(AllocatorDeviceMemory, TrimGivesBackTheFreeChunksOfASegmentThatKeepsALiveBlock) {
+  auto a = make("thread_cache:0");
+  void* keep = a->allocate(4 * MiB, on_device0);
+  void* big = a->allocate(16 * MiB, on_device0);  // grows the segment right after keep
+  a->deallocate(big);
+  EXPECT_EQ(a->memory_stats().at("reserved_bytes.device0.current"), 20 * MiB);
+  EXPECT_EQ(a->trim(), 16 * MiB);
+  EXPECT_EQ(test::cuda_double_calls("synchronize "), 1) << "kernels may still use a freed block";
+  EXPECT_EQ(test::cuda_double_calls("mem_unmap "), 8);
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), static_cast<long long>(4 * MiB));
+  EXPECT_EQ(a->memory_stats().at("reserved_bytes.device0.current"), 4 * MiB);
+  EXPECT_EQ(a->memory_stats().at("segment.device0.current"), 1);
+  void* again = a->allocate(16 * MiB, on_device0);  // the same range, mapped again
+  EXPECT_EQ(again, big);
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), static_cast<long long>(20 * MiB));
+  EXPECT_EQ(a->memory_stats().at("reserved_bytes.device0.current"), 20 * MiB);
+  std::memset(again, 3, 16 * MiB);
+  a->deallocate(again);
+  a->deallocate(keep);
+  EXPECT_EQ(a->trim(), 20 * MiB);
+  EXPECT_EQ(test::cuda_double_vmm_handles(), 0);
   EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), 0);
 }
 

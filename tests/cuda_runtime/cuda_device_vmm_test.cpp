@@ -1,7 +1,8 @@
 // cuda_device_source's growable segments through the CUDA double's virtual memory API (Note
 // [Growable device segments] in cuda_device_source.hpp): a reservation with its first part mapped,
-// growth in place, the reservation's end, decommit refused, out of memory and half-done
-// growths, every handle released at deallocate, a caching_pool growing one segment, and the
+// growth in place (one handle per 2 MiB chunk), the reservation's end, chunks given back and
+// mapped again, out of memory and half-done growths, every handle released at deallocate, a
+// caching_pool growing one segment and giving back its free chunks, and the
 // cuMemAlloc path where the device or the driver has no VMM. The served H200 has kBudget of
 // device memory; the double's granularity is 2 MiB.
 #include <gtest/gtest.h>
@@ -81,7 +82,8 @@ TEST_F(CudaDeviceVmm, AGrowableSegmentIsAReservationWithItsFirstPartMapped) {
   EXPECT_EQ(s.reserved_size, 16 * MiB);  // 15 MiB in 2 MiB chunks
   EXPECT_EQ(test::current_context(*drv_), nullptr) << "the thread's (empty) context is restored";
   EXPECT_EQ(calls_after_retain(),
-            "address_reserve a1 16777216\nmem_create h2 4194304\nmem_map a1+0 4194304 h2\n"
+            "address_reserve a1 16777216\nmem_create h2 2097152\nmem_map a1+0 2097152 h2\n"
+            "mem_create h3 2097152\nmem_map a1+2097152 2097152 h3\n"
             "set_access a1+0 4194304 0x3\n");
   EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), bytes(4 * MiB)) << "only the mapped part";
   EXPECT_EQ(src->memory_info(), (std::pair<std::uint64_t, std::uint64_t>{60 * MiB, kBudget}));
@@ -104,14 +106,16 @@ TEST_F(CudaDeviceVmm, GrowMapsMoreAtTheEndAndKeepsTheBaseAndTheContents) {
   EXPECT_EQ(static_cast<unsigned char*>(base)[4 * MiB - 1], 0x11) << "the first part is kept";
   static_cast<unsigned char*>(base)[10 * MiB - 1] = 0x22;  // the growth is mapped read/write
   EXPECT_TRUE(contains(test::cuda_double_log(),
-                       "mem_create h3 6291456\nmem_map a1+4194304 6291456 h3\n"
+                       "mem_create h4 2097152\nmem_map a1+4194304 2097152 h4\n"
+                       "mem_create h5 2097152\nmem_map a1+6291456 2097152 h5\n"
+                       "mem_create h6 2097152\nmem_map a1+8388608 2097152 h6\n"
                        "set_access a1+4194304 6291456 0x3\n"))
       << test::cuda_double_log();
-  EXPECT_EQ(test::cuda_double_vmm_handles(), 2);  // one per mapped range
+  EXPECT_EQ(test::cuda_double_vmm_handles(), 5);  // one per chunk
   EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), bytes(10 * MiB));
   ASSERT_TRUE(src->grow(s, 0));
   EXPECT_EQ(s.size, 10 * MiB);
-  EXPECT_EQ(test::cuda_double_vmm_handles(), 2) << "growing by 0 maps nothing";
+  EXPECT_EQ(test::cuda_double_vmm_handles(), 5) << "growing by 0 maps nothing";
   src->deallocate(s);
 }
 
@@ -122,7 +126,7 @@ TEST_F(CudaDeviceVmm, AnExhaustedReservationRefusesToGrowAndChangesNothing) {
   EXPECT_EQ(s.size, 8 * MiB);
   EXPECT_FALSE(src->grow(s, 1));
   EXPECT_EQ(s.size, 8 * MiB);
-  EXPECT_EQ(test::cuda_double_vmm_handles(), 2);
+  EXPECT_EQ(test::cuda_double_vmm_handles(), 4);
   segment plain = src->allocate(4 * MiB, {}, coherence::coarse);
   EXPECT_EQ(plain.reserved_size, 0u);
   EXPECT_FALSE(src->grow(plain, 2 * MiB)) << "a cuMemAlloc segment cannot grow";
@@ -147,14 +151,15 @@ TEST_F(CudaDeviceVmm, DeallocateSynchronizesThenReleasesEveryRangeAndTheReservat
     segment s = src->allocate_growable(2 * MiB, 16 * MiB, {}, coherence::coarse);
     ASSERT_TRUE(src->grow(s, 2 * MiB));
     ASSERT_TRUE(src->grow(s, 4 * MiB));
-    EXPECT_EQ(test::cuda_double_vmm_handles(), 3);
+    EXPECT_EQ(test::cuda_double_vmm_handles(), 4);
     const std::size_t before = test::cuda_double_log().size();
     src->deallocate(s);
     EXPECT_EQ(test::cuda_double_log().substr(before),
               "synchronize 0\n"
               "mem_unmap a1+0 2097152\nmem_release h2\n"
               "mem_unmap a1+2097152 2097152\nmem_release h3\n"
-              "mem_unmap a1+4194304 4194304\nmem_release h4\n"
+              "mem_unmap a1+4194304 2097152\nmem_release h4\n"
+              "mem_unmap a1+6291456 2097152\nmem_release h5\n"
               "address_free a1\n");
     EXPECT_EQ(test::cuda_double_vmm_handles(), 0);
     EXPECT_EQ(test::cuda_double_vmm_reservations(), 0);
@@ -163,16 +168,61 @@ TEST_F(CudaDeviceVmm, DeallocateSynchronizesThenReleasesEveryRangeAndTheReservat
   EXPECT_EQ(test::cuda_double_retains(0), 0);
 }
 
-TEST_F(CudaDeviceVmm, DecommitIsRefusedBecauseDeviceMemoryIsNotBackedOnTouch) {
+TEST_F(CudaDeviceVmm, DecommitUnmapsWholeChunksAfterASyncAndRecommitMapsThemAgain) {
+  auto src = source();
+  const segment s = src->allocate_growable(8 * MiB, 16 * MiB, {}, coherence::coarse);  // h2-h5
+  auto* const base = static_cast<unsigned char*>(s.base);
+  std::size_t before = test::cuda_double_log().size();
+  ASSERT_TRUE(src->decommit(s, base + 2 * MiB, 4 * MiB));
+  EXPECT_EQ(test::cuda_double_log().substr(before),
+            "synchronize 0\nmem_unmap a1+2097152 2097152\nmem_release h3\n"
+            "mem_unmap a1+4194304 2097152\nmem_release h4\n");
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), bytes(4 * MiB));
+  EXPECT_EQ(test::cuda_double_vmm_handles(), 2);
+  EXPECT_EQ(test::current_context(*drv_), nullptr);
+
+  // Not whole mapped chunks: refused without a driver call.
+  before = test::cuda_double_log().size();
+  EXPECT_FALSE(src->decommit(s, base + 1 * MiB, 2 * MiB)) << "not on a chunk";
+  EXPECT_FALSE(src->decommit(s, base, 3 * MiB)) << "not whole chunks";
+  EXPECT_FALSE(src->decommit(s, base, 4 * MiB)) << "a given-back chunk inside";
+  EXPECT_FALSE(src->decommit(s, base + 16 * MiB, 2 * MiB)) << "past what was ever mapped";
+  EXPECT_EQ(test::cuda_double_log().size(), before);
+
+  before = test::cuda_double_log().size();
+  src->recommit(s, base, 8 * MiB);  // maps the hole only
+  EXPECT_EQ(test::cuda_double_log().substr(before),
+            "mem_create h6 2097152\nmem_map a1+2097152 2097152 h6\n"
+            "mem_create h7 2097152\nmem_map a1+4194304 2097152 h7\n"
+            "set_access a1+2097152 4194304 0x3\n");
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), bytes(8 * MiB));
+  std::memset(base, 1, 8 * MiB);  // all of it mapped read/write again
+  before = test::cuda_double_log().size();
+  src->recommit(s, base, 8 * MiB);
+  EXPECT_EQ(test::cuda_double_log().size(), before) << "nothing given back: nothing to map";
+
+  const segment plain = src->allocate(4 * MiB, {}, coherence::coarse);
+  EXPECT_FALSE(src->decommit(plain, plain.base, 2 * MiB)) << "a cuMemAlloc segment keeps its pages";
+  src->deallocate(plain);
+  src->deallocate(s);
+  EXPECT_EQ(test::cuda_double_vmm_handles(), 0);
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), 0);
+}
+
+TEST_F(CudaDeviceVmm, ARecommitWithoutDeviceMemoryIsOutOfMemoryAndKeepsTheHole) {
   auto src = source();
   const segment s = src->allocate_growable(8 * MiB, 16 * MiB, {}, coherence::coarse);
-  const std::size_t before = test::cuda_double_log().size();
-  void* middle = static_cast<unsigned char*>(s.base) + 2 * MiB;
-  EXPECT_FALSE(src->decommit(s, middle, 4 * MiB));
-  EXPECT_EQ(test::cuda_double_log().size(), before) << "no driver call";
-  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), bytes(8 * MiB));
-  std::memset(middle, 1, 4 * MiB);  // still mapped
+  auto* const base = static_cast<unsigned char*>(s.base);
+  ASSERT_TRUE(src->decommit(s, base + 4 * MiB, 4 * MiB));
+  test::cuda_double_fail_next("cuMemCreate", res::out_of_memory);
+  expect_error([&] { src->recommit(s, base + 4 * MiB, 4 * MiB); }, errc::out_of_memory,
+               {"has no room for 4194304 bytes: cuMemCreate failed"});
+  EXPECT_EQ(test::cuda_double_vmm_handles(), 2);
+  EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), bytes(4 * MiB));
+  src->recommit(s, base + 4 * MiB, 4 * MiB);
+  EXPECT_EQ(test::cuda_double_vmm_handles(), 4);
   src->deallocate(s);
+  EXPECT_EQ(test::cuda_double_vmm_handles(), 0);
 }
 
 TEST_F(CudaDeviceVmm, AGrowthTheCallerDidNotSeeIsNotMappedTwice) {
@@ -184,8 +234,8 @@ TEST_F(CudaDeviceVmm, AGrowthTheCallerDidNotSeeIsNotMappedTwice) {
   EXPECT_EQ(stale.size, 4 * MiB);
   ASSERT_TRUE(src->grow(stale, 4 * MiB));  // 2 MiB of it mapped already, 2 MiB new
   EXPECT_EQ(stale.size, 8 * MiB);
-  EXPECT_EQ(test::cuda_double_calls("mem_create "), 3);
-  EXPECT_TRUE(contains(test::cuda_double_log(), "mem_map a1+6291456 2097152 h4\n"))
+  EXPECT_EQ(test::cuda_double_calls("mem_create "), 4);
+  EXPECT_TRUE(contains(test::cuda_double_log(), "mem_map a1+6291456 2097152 h5\n"))
       << test::cuda_double_log();
   src->deallocate(stale);
   EXPECT_EQ(test::cuda_double_vmm_handles(), 0);
@@ -208,7 +258,7 @@ TEST_F(CudaDeviceVmm, OutOfDeviceMemoryInCuMemCreateIsOutOfMemoryAndLeavesNothin
                {"has no room for 16777216 bytes: cuMemCreate failed",
                 "cuMemGetInfo: 8388608 of 67108864 bytes free"});
   EXPECT_EQ(s.size, 8 * MiB);
-  EXPECT_EQ(test::cuda_double_vmm_handles(), 1);
+  EXPECT_EQ(test::cuda_double_vmm_handles(), 4) << "the 4 chunks the growth made are released";
   EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), bytes(56 * MiB));
   src->deallocate(s);
   src->deallocate(held);
@@ -222,7 +272,7 @@ TEST_F(CudaDeviceVmm, AHalfDoneGrowthReleasesWhatItMade) {
   test::cuda_double_fail_next("cuMemMap", res::out_of_memory);
   expect_error([&] { (void)src->grow(s, 4 * MiB); }, errc::out_of_memory,
                {"has no room for 4194304 bytes: cuMemMap failed"});
-  EXPECT_TRUE(contains(test::cuda_double_log(), "mem_create h3 4194304\nmem_release h3\n"))
+  EXPECT_TRUE(contains(test::cuda_double_log(), "mem_create h4 2097152\nmem_release h4\n"))
       << test::cuda_double_log();
 
   test::cuda_double_fail_next("cuMemSetAccess", res::unknown);
@@ -230,11 +280,12 @@ TEST_F(CudaDeviceVmm, AHalfDoneGrowthReleasesWhatItMade) {
                {"cuMemSetAccess of 4194304 bytes on CUDA device 0 (NVIDIA H200) failed: "
                 "CUDA_ERROR_UNKNOWN"});
   EXPECT_TRUE(contains(test::cuda_double_log(),
-                       "mem_map a1+4194304 4194304 h4\nmem_unmap a1+4194304 4194304\n"
-                       "mem_release h4\n"))
+                       "mem_map a1+4194304 2097152 h5\nmem_create h6 2097152\n"
+                       "mem_map a1+6291456 2097152 h6\nmem_unmap a1+4194304 2097152\n"
+                       "mem_release h5\nmem_unmap a1+6291456 2097152\nmem_release h6\n"))
       << test::cuda_double_log();
   EXPECT_EQ(s.size, 4 * MiB);
-  EXPECT_EQ(test::cuda_double_vmm_handles(), 1);
+  EXPECT_EQ(test::cuda_double_vmm_handles(), 2);
   EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), bytes(4 * MiB));
 
   ASSERT_TRUE(src->grow(s, 4 * MiB)) << "the same range maps once the driver lets it";
@@ -275,7 +326,7 @@ TEST_F(CudaDeviceVmm, ThreadsGrowAndFreeTheirOwnSegmentsAtOnce) {
       }
     });
   for (auto& t : threads) t.join();
-  EXPECT_EQ(test::cuda_double_calls("mem_create "), 4 * 20 * 3);
+  EXPECT_EQ(test::cuda_double_calls("mem_create "), 4 * 20 * 4);  // 2 + 2 + 4 MiB in chunks
   EXPECT_EQ(test::cuda_double_vmm_handles(), 0);
   EXPECT_EQ(test::cuda_double_vmm_reservations(), 0);
   EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), 0);
@@ -285,7 +336,7 @@ TEST_F(CudaDeviceVmm, ACachingPoolGrowsOneSegmentInsteadOfTakingNewOnes) {
   auto src = source();
   pool_config cfg;
   cfg.expandable_reserve_bytes = 32 * MiB;
-  cfg.max_cached_bytes = 2 * MiB;  // asks for decommit: refused, so the pool stops asking
+  cfg.max_cached_bytes = 2 * MiB;  // free chunks go back before the pool maps more
   {
     caching_pool pool(*src, {}, coherence::coarse, cfg);
     void* a = pool.allocate(3 * MiB);  // a 4 MiB segment (its 1 MiB rest is not split off)
@@ -298,18 +349,22 @@ TEST_F(CudaDeviceVmm, ACachingPoolGrowsOneSegmentInsteadOfTakingNewOnes) {
     EXPECT_EQ(st(metric::reserved_bytes, size_class::large_pool).current, bytes(16 * MiB));
     EXPECT_EQ(st[counter::upstream_allocs], 3);
     EXPECT_EQ(test::cuda_double_vmm_reservations(), 1);
-    EXPECT_EQ(test::cuda_double_vmm_handles(), 3);
+    EXPECT_EQ(test::cuda_double_vmm_handles(), 8);  // 2 MiB chunks
     EXPECT_EQ(test::cuda_double_calls("mem_alloc "), 0);
     std::memset(c, 7, 6 * MiB);
     pool.deallocate(b);
-    void* d = pool.allocate(7 * MiB);  // b's 6 MiB is too small: grows by 8 MiB after c
+    // b's 6 MiB is too small: its 3 chunks go back (6 MiB cached > 2), then 8 MiB after c.
+    void* d = pool.allocate(7 * MiB);
     EXPECT_EQ(static_cast<char*>(d) - static_cast<char*>(a), static_cast<std::ptrdiff_t>(16 * MiB));
-    pool.deallocate(a);  // merges with b's free block: 10 MiB free, above max_cached_bytes
-    void* e = pool.allocate(8 * MiB);  // fits there: no growth, nothing decommitted
+    EXPECT_EQ(test::cuda_double_calls("mem_unmap "), 3);
+    EXPECT_EQ(pool.stats()(metric::reserved_bytes, size_class::all).current, bytes(18 * MiB));
+    EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), bytes(18 * MiB));
+    pool.deallocate(a);  // merges with b's free block: [0, 10) free, [4, 10) unmapped
+    void* e = pool.allocate(8 * MiB);  // fits there: [4, 8) is mapped again
     EXPECT_EQ(e, a);
-    EXPECT_EQ(pool.stats()(metric::reserved_bytes, size_class::all).current, bytes(24 * MiB));
-    EXPECT_EQ(test::cuda_double_calls("mem_unmap "), 0) << "device pages are never given back";
-    std::memset(e, 9, 8 * MiB);  // still mapped
+    EXPECT_EQ(pool.stats()(metric::reserved_bytes, size_class::all).current, bytes(22 * MiB));
+    EXPECT_EQ(test::cuda_double_device_bytes_in_use(0), bytes(22 * MiB));
+    std::memset(e, 9, 8 * MiB);  // mapped read/write
     for (void* p : {c, d, e}) pool.deallocate(p);
     // Entirely free and above max_cached_bytes: the grown segment goes back whole.
     EXPECT_EQ(pool.stats()(metric::reserved_bytes, size_class::all).current, 0);

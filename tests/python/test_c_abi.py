@@ -120,6 +120,28 @@ def test_memory_fraction_refuses_a_growth_before_it_is_reserved():
         lib().umem_torch_free(keep, 64 << 20, 0, STREAM_A)
 
 
+def test_empty_cache_gives_back_the_free_tail_of_a_segment_that_keeps_a_live_block():
+    # PyTorch's empty_cache unmaps the free pages of its expandable segments; before umem did
+    # the same, the freed 256 MiB stayed reserved and a memory fraction could not refuse them.
+    L.check(lib().umem_torch_empty_cache(1, None))
+    keep = lib().umem_torch_malloc(64 << 20, 0, STREAM_A)
+    big = lib().umem_torch_malloc(256 << 20, 0, STREAM_A)
+    with_both = stats(0)["reserved_bytes.all.current"]
+    lib().umem_torch_free(big, 256 << 20, 0, STREAM_A)
+    L.check(lib().umem_torch_empty_cache(1, None))
+    assert stats(0)["reserved_bytes.all.current"] <= with_both - (256 << 20)
+    L.check(lib().umem_torch_set_memory_fraction(1e-12, 0))
+    try:
+        assert lib().umem_torch_malloc(256 << 20, 0, STREAM_A) is None
+        assert lib().umem_torch_last_status() == L.UMEM_ERR_OUT_OF_MEMORY
+    finally:
+        L.check(lib().umem_torch_set_memory_fraction(1.0, 0))
+    again = lib().umem_torch_malloc(256 << 20, 0, STREAM_A)
+    assert again == big, "the given-back range is taken back"
+    lib().umem_torch_free(again, 256 << 20, 0, STREAM_A)
+    lib().umem_torch_free(keep, 64 << 20, 0, STREAM_A)
+
+
 def test_memory_fraction_reads_back_and_zero_allows_no_new_memory():
     f = ctypes.c_double()
     L.check(lib().umem_torch_get_memory_fraction(0, ctypes.byref(f)))

@@ -235,9 +235,12 @@ void* bridge::allocate_with_retry(std::size_t bytes, alloc::request r, int devic
       ++total_.num_alloc_retries;
     }
     // Like PyTorch's caching allocator: wait for the streams that still use freed blocks, give
-    // everything cached back, and try once more (without touching events during a capture).
-    if (captures_.load() == 0) release_held(false);
-    alloc_->trim();
+    // everything cached back, and try once more; during a capture neither (PyTorch releases its
+    // cache only while no capture is underway: giving device pages back synchronizes).
+    if (captures_.load() == 0) {
+      release_held(false);
+      alloc_->trim();
+    }
   }
 }
 

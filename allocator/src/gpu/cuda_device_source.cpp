@@ -135,45 +135,76 @@ bool cuda_device_source::grow(segment& s, std::size_t extra_bytes) {
   return true;
 }
 
+// Note [Giving device pages back]
 bool cuda_device_source::decommit(const segment& s, void* p, std::size_t bytes) {
-  (void)s;
-  (void)p;
-  (void)bytes;
-  return false;  // Note [Device memory is not backed on touch]
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  const auto base = reinterpret_cast<std::uintptr_t>(s.base);
+  if (chunk_ == 0 || at < base || (at - base) % chunk_ != 0 || bytes % chunk_ != 0) return false;
+  const cuda::cuda_context_scope scope(ctx_);
+  bool synchronized = false;
+  return reservations_.decommit(s, at - base, bytes,
+                                [&](std::uintptr_t b, const mapped_range& m) {
+                                  // Kernels may still use memory freed on their stream.
+                                  if (!synchronized)
+                                    log_failure("cuCtxSynchronize", drv_->fn().cuCtxSynchronize());
+                                  synchronized = true;
+                                  unmap_range(b, m);
+                                });
 }
 
-// cuMemCreate + cuMemMap + cuMemSetAccess of [base + offset, base + offset + size); on failure
-// undoes what it did and throws (check_call).
-cuda::cu_mem_handle cuda_device_source::map_range(cuda::cu_deviceptr base, std::size_t offset,
-                                                  std::size_t size) const {
+void cuda_device_source::recommit(const segment& s, void* p, std::size_t bytes) {
+  if (chunk_ == 0) return;
+  const cuda::cuda_context_scope scope(ctx_);
+  reservations_.recommit(s, reinterpret_cast<std::uintptr_t>(p) -
+                                reinterpret_cast<std::uintptr_t>(s.base),
+                         bytes, [&](std::uintptr_t at, std::size_t offset, std::size_t n) {
+                           return map_range(at, offset, n);
+                         });
+}
+
+// [base + offset, base + offset + size) as one handle per chunk (cuMemCreate + cuMemMap each),
+// then cuMemSetAccess over all of it; on failure undoes what it did and throws (check_call).
+std::vector<cuda_device_source::mapped_range> cuda_device_source::map_range(
+    cuda::cu_deviceptr base, std::size_t offset, std::size_t size) const {
   const cuda::cuda_functions& f = drv_->fn();
   const cuda::cu_mem_allocation_prop prop = device_memory(ctx_.ordinal());
-  cuda::cu_mem_handle handle = 0;
-  check_call("cuMemCreate", size, f.cuMemCreate(&handle, size, &prop, 0));
-  const cuda::cu_deviceptr at = base + offset;
-  if (const cuda::cu_result r = f.cuMemMap(at, size, 0, handle, 0); r != 0) {
-    log_failure("cuMemRelease", f.cuMemRelease(handle));
-    check_call("cuMemMap", size, r);
+  std::vector<mapped_range> made;
+  made.reserve(size / chunk_);
+  auto undo = [&] {
+    for (const mapped_range& m : made) unmap_range(base, m);
+  };
+  for (std::size_t at = offset; at < offset + size; at += chunk_) {
+    cuda::cu_mem_handle handle = 0;
+    if (const cuda::cu_result r = f.cuMemCreate(&handle, chunk_, &prop, 0); r != 0) {
+      undo();
+      check_call("cuMemCreate", size, r);
+    }
+    if (const cuda::cu_result r = f.cuMemMap(base + at, chunk_, 0, handle, 0); r != 0) {
+      log_failure("cuMemRelease", f.cuMemRelease(handle));
+      undo();
+      check_call("cuMemMap", size, r);
+    }
+    made.push_back({at, chunk_, handle});
   }
   const cuda::cu_mem_access_desc access{{cc::vmm::location_type_device, ctx_.ordinal()},
                                         cc::vmm::access_read_write};
-  if (const cuda::cu_result r = f.cuMemSetAccess(at, size, &access, 1); r != 0) {
-    log_failure("cuMemUnmap", f.cuMemUnmap(at, size));
-    log_failure("cuMemRelease", f.cuMemRelease(handle));
+  if (const cuda::cu_result r = f.cuMemSetAccess(base + offset, size, &access, 1); r != 0) {
+    undo();
     check_call("cuMemSetAccess", size, r);
   }
-  return handle;
+  return made;
+}
+
+void cuda_device_source::unmap_range(cuda::cu_deviceptr base, const mapped_range& m) const noexcept {
+  log_failure("cuMemUnmap", drv_->fn().cuMemUnmap(base + m.offset, m.size));
+  log_failure("cuMemRelease", drv_->fn().cuMemRelease(m.handle));
 }
 
 // Unmaps and releases every range of `r`, then frees its address space; the context is current.
 void cuda_device_source::release_reservation(cuda::cu_deviceptr base,
                                              const reservation& r) const noexcept {
-  const cuda::cuda_functions& f = drv_->fn();
-  for (const auto& m : r.ranges) {
-    log_failure("cuMemUnmap", f.cuMemUnmap(base + m.offset, m.size));
-    log_failure("cuMemRelease", f.cuMemRelease(m.handle));
-  }
-  log_failure("cuMemAddressFree", f.cuMemAddressFree(base, r.reserved));
+  for (const auto& [offset, m] : r.ranges) unmap_range(base, m);
+  log_failure("cuMemAddressFree", drv_->fn().cuMemAddressFree(base, r.reserved));
 }
 
 void cuda_device_source::deallocate(const segment& s) noexcept {

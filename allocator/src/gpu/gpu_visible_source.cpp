@@ -58,6 +58,11 @@ bool gpu_visible_source::decommit(const segment& s, void* p, std::size_t bytes) 
   return mapper_.pageable() && upstream_.decommit(s, p, bytes);
 }
 
+// The mapping stayed (only pageable mappings decommit): the upstream's pages are all it takes.
+void gpu_visible_source::recommit(const segment& s, void* p, std::size_t bytes) {
+  upstream_.recommit(s, p, bytes);
+}
+
 void gpu_visible_source::deallocate(const segment& s) noexcept {
   std::vector<std::size_t> sizes;
   {

@@ -146,7 +146,7 @@ segment rocr_device_source::allocate_growable(std::size_t bytes, std::size_t res
         return map_range(base, offset, n);
       },
       [&](std::uintptr_t base, const reservation& rec) {
-        held_.fetch_sub(rec.mapped, std::memory_order_relaxed);
+        held_.fetch_sub(rec.mapped_bytes(), std::memory_order_relaxed);
         release(base, rec);
       });
   log().debug("rocr_device_source: {} bytes mapped at {} on {}, {} reserved", first, va, name_,
@@ -166,11 +166,12 @@ bool rocr_device_source::grow(segment& s, std::size_t extra_bytes) {
   return true;
 }
 
-// An unmapped device range is not backed on touch (see the header): never.
+// Nothing here can wait for the kernels that may still use a free block (see the header).
 bool rocr_device_source::decommit(const segment&, void*, std::size_t) { return false; }
 
-hsa::rocr_vmem_handle rocr_device_source::map_range(std::uintptr_t base, std::size_t offset,
-                                                    std::size_t size) {
+std::vector<rocr_device_source::mapped_range> rocr_device_source::map_range(std::uintptr_t base,
+                                                                          std::size_t offset,
+                                                                          std::size_t size) {
   const hsa::rocr_functions& f = lib_->fn();
   hsa::rocr_vmem_handle handle;
   check_call("hsa_amd_vmem_handle_create", size,
@@ -190,13 +191,13 @@ hsa::rocr_vmem_handle rocr_device_source::map_range(std::uintptr_t base, std::si
     check_call(failed, size, r);
   }
   held_.fetch_add(size, std::memory_order_relaxed);
-  return handle;
+  return {mapped_range{offset, size, handle}};
 }
 
 // Nothing still runs on the memory: Note [Growable ROCr device segments], "Kernels".
 void rocr_device_source::release(std::uintptr_t base, const reservation& r) const noexcept {
   const hsa::rocr_functions& f = lib_->fn();
-  for (const auto& m : r.ranges) {
+  for (const auto& [offset, m] : r.ranges) {
     log_failure("hsa_amd_vmem_unmap", f.hsa_amd_vmem_unmap(pointer_of(base + m.offset), m.size));
     log_failure("hsa_amd_vmem_handle_release", f.hsa_amd_vmem_handle_release(m.handle));
   }
@@ -215,7 +216,7 @@ void rocr_device_source::deallocate(const segment& s) noexcept {
     }
     if (rec) {
       release(reinterpret_cast<std::uintptr_t>(s.base), *rec);
-      held_.fetch_sub(rec->mapped, std::memory_order_relaxed);
+      held_.fetch_sub(rec->mapped_bytes(), std::memory_order_relaxed);
       return;
     }
   }

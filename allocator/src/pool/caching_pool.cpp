@@ -241,12 +241,20 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size
     const std::uintptr_t end = (b->address + b->size + g - 1) / g * g;
     if (const std::size_t more = recommit_bytes(rec, begin, end); more != 0) {
       make_room();
-      if (over_limit(more)) {
+      auto give_up = [&] {
         live_.erase(b->address);
         list.release(b);
+      };
+      if (over_limit(more)) {
+        give_up();
         fail_out_of_memory(bytes, limit_text(more, "reusing given-back pages"));
       }
-      recommit(rec, begin, end);
+      try {
+        recommit(rec, begin, end);
+      } catch (...) {
+        give_up();
+        throw;
+      }
     }
   }
   return hand_out(b, c, bytes);
@@ -568,7 +576,7 @@ void caching_pool::keep_cache_under_limit() {
 
 void caching_pool::make_room() {
   const std::size_t keep = config_.max_cached_bytes;
-  if (keep != 0 && !decommit_refused_ && cached_bytes() > keep) decommit_free_pages(keep);
+  if (keep != 0 && cached_bytes() > keep) decommit_free_pages(keep);
 }
 
 std::size_t caching_pool::decommit_free_pages(std::size_t keep_cached) {
@@ -579,7 +587,7 @@ std::size_t caching_pool::decommit_free_pages(std::size_t keep_cached) {
   };
   std::vector<span> spans;  // whole granules inside free large blocks, not yet decommitted
   for (auto& [base, rec] : segments_) {
-    if (rec.pool != size_class::large_pool) continue;
+    if (rec.pool != size_class::large_pool || rec.keeps_pages) continue;
     for (const block* b = rec.first; b; b = b->next) {
       if (b->allocated) continue;
       std::uintptr_t at = (b->address + g - 1) / g * g;
@@ -601,13 +609,15 @@ std::size_t caching_pool::decommit_free_pages(std::size_t keep_cached) {
   std::size_t released = 0;
   for (const span& s : spans) {
     if (cached_bytes() <= keep_cached) break;
+    if (s.rec->keeps_pages) continue;
     const std::size_t bytes = s.end - s.begin;
     try {
       if (!upstream_.decommit(s.rec->seg, reinterpret_cast<void*>(s.begin), bytes)) {
-        decommit_refused_ = true;
-        log().debug("umem pool {}: the upstream ({}) cannot give back pages; not asked again",
-                    describe(), upstream_.describe());
-        break;
+        s.rec->keeps_pages = true;
+        log().debug("umem pool {}: the upstream ({}) cannot give back pages of the segment at "
+                    "{:#x}; not asked again for it",
+                    describe(), upstream_.describe(), address_of(s.rec->seg.base));
+        continue;
       }
     } catch (const error& e) {
       log().warn("umem pool {}: giving back {} bytes of free pages failed: {}", describe(), bytes,
@@ -647,20 +657,20 @@ std::size_t caching_pool::recommit_bytes(const segment_record& rec, std::uintptr
 
 void caching_pool::recommit(segment_record& rec, std::uintptr_t begin, std::uintptr_t end) {
   auto& d = rec.decommitted;
-  std::size_t bytes = 0;
   auto it = d.upper_bound(begin);
   if (it != d.begin() && std::prev(it)->second > begin) --it;
   while (it != d.end() && it->first < end) {
     const auto [r0, r1] = *it;
-    it = d.erase(it);
     const std::uintptr_t a = std::max(begin, r0);
     const std::uintptr_t e = std::min(end, r1);
+    // First the upstream (it may throw, leaving this piece given back), then the bookkeeping.
+    upstream_.recommit(rec.seg, reinterpret_cast<void*>(a), e - a);
+    it = d.erase(it);
     if (r0 < a) d.emplace(r0, a);
     if (e < r1) it = d.emplace(e, r1).first;  // starts at `end`: the loop stops there
-    bytes += e - a;
+    decommitted_bytes_ -= e - a;
+    change(metric::reserved_bytes, size_class::large_pool, signed_size(e - a));
   }
-  decommitted_bytes_ -= bytes;
-  change(metric::reserved_bytes, size_class::large_pool, signed_size(bytes));
 }
 
 void caching_pool::fail_bad_free(const void* p) const {
@@ -721,7 +731,10 @@ std::size_t caching_pool::block_size(const void* p) const {
 std::size_t caching_pool::trim() {
   flush_thread_caches();
   std::lock_guard lock(mutex_);
-  return release_free_segments(0);
+  // Whole free segments first, then the free pages of segments that still hold live blocks
+  // (Note [Decommitted pages]).
+  const std::size_t segments = release_free_segments(0);
+  return segments + decommit_free_pages(0);
 }
 
 std::size_t caching_pool::release_free_segments(std::size_t keep_cached) {
@@ -742,7 +755,8 @@ std::size_t caching_pool::release_free_segments(std::size_t keep_cached) {
   return released;
 }
 
-// Gives the fully free segment whose first block is `first` back to the upstream; its size.
+// Gives the fully free segment whose first block is `first` back to the upstream; the bytes
+// that were still committed (its size less what was given back before).
 std::size_t caching_pool::release_segment(block* first, size_class c) {
   const auto it = segments_.find(first->segment_base);
   const segment seg = it->second.seg;
@@ -756,7 +770,7 @@ std::size_t caching_pool::release_segment(block* first, size_class c) {
   decommitted_bytes_ -= given_back;
   change(metric::reserved_bytes, c, -signed_size(seg.size - given_back));
   change(metric::segment, c, -1);
-  return seg.size;
+  return seg.size - given_back;
 }
 
 pool_stats caching_pool::stats() const {

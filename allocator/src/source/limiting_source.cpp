@@ -86,6 +86,10 @@ bool limiting_source::decommit(const segment& s, void* p, std::size_t bytes) {
   return upstream_.decommit(s, p, bytes);
 }
 
+void limiting_source::recommit(const segment& s, void* p, std::size_t bytes) {
+  upstream_.recommit(s, p, bytes);
+}
+
 bool limiting_source::grow(segment& s, std::size_t extra_bytes) {
   // Charged as the change from a segment of the old size to one of the new size, so the charge
   // always equals what a new segment of the current size would have been charged.

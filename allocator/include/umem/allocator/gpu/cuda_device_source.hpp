@@ -12,22 +12,28 @@
 // With every VMM entry point in the driver (cuda_driver::has_virtual_memory) and the device's
 // VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED attribute set, a growable segment is a cuMemAddressReserve
 // of reserved_size bytes whose first `size` bytes are mapped. Each allocate_growable() or grow()
-// maps one range: cuMemCreate of pinned memory on this device, cuMemMap at the end of what is
-// mapped, cuMemSetAccess read/write for this device. The source keeps every range's handle per
-// reservation, so deallocate() can synchronize the context (cuMemUnmap, unlike cuMemFree, is not
-// known to wait for kernels still using the memory), unmap and release each range and free the
-// reservation. A range is a multiple of the chunk size: the least common multiple of 2 MiB and
-// the driver's minimum granularity for such memory (cuMemGetAllocationGranularity; 2 MiB on the
+// maps the new range one chunk at a time (cuMemCreate of pinned memory on this device and cuMemMap
+// per chunk), then one cuMemSetAccess read/write for this device over the range. The source keeps
+// every chunk's handle per reservation, so deallocate() can synchronize the context (cuMemUnmap,
+// unlike cuMemFree, is not known to wait for kernels still using the memory), unmap and release
+// each chunk and free the reservation. The chunk is the least common multiple of 2 MiB and the
+// driver's minimum granularity for such memory (cuMemGetAllocationGranularity; 2 MiB on the
 // H200). A growth that fails half way unmaps and releases what it had made. Plain allocate()
 // stays cuMemAlloc: one call instead of four, and memory other devices reach once peer access is
 // enabled (a VMM range is accessible to exactly the devices cuMemSetAccess names, here this one).
 //
-// Note [Device memory is not backed on touch]
-// decommit() answers false: the caching pool's protocol (Note [Decommitted pages] in
-// caching_pool.hpp) hands a block that covers given-back pages out again without telling the
-// upstream, counting on the next touch to back them, as host memory does. An unmapped device
-// range is not backed on touch (a kernel touching it faults), so the pool turns decommit off
-// for this source at the first refusal and keeps max_cached_bytes by returning whole segments.
+// Note [Giving device pages back]
+// Why a handle per chunk: PyTorch's empty_cache gives back the free pages of an expandable
+// segment that still holds live blocks (its ExpandableSegment maps one handle per page), and so
+// must umem's (caching_pool::trim, Note [Decommitted pages] in caching_pool.hpp); a handle can
+// only be unmapped whole. decommit() unmaps and releases the chunks of the span (after one
+// cuCtxSynchronize: a block freed on its stream may still be used by a kernel queued there, and
+// PyTorch's allocator synchronizes the stream before it unmaps for the same reason), leaving the
+// address range reserved; recommit() maps fresh chunks there before the pool hands the range out
+// again (an unmapped device range is not backed on touch: a kernel touching it faults). The
+// synchronization makes decommit illegal during a CUDA graph capture; the torch bridge never
+// trims while a capture runs, as PyTorch's allocator never releases its cache then. A cuMemAlloc
+// segment keeps its pages (decommit answers false): the pool stops asking for that segment.
 //
 // Out of device memory (CUDA_ERROR_OUT_OF_MEMORY from cuMemAlloc, cuMemAddressReserve,
 // cuMemCreate or cuMemMap) is umem::error(out_of_memory) naming the device, the request and
@@ -42,6 +48,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "umem/allocator/gpu/growable_reservations.hpp"
 #include "umem/allocator/source/device_memory_source.hpp"
@@ -72,8 +79,12 @@ class cuda_device_source final : public device_memory_source {
   // Maps `extra_bytes` rounded up to the chunk size after what `s` has mapped; false when `s`
   // is not a growable segment of this source or its reservation has no room for that.
   bool grow(segment& s, std::size_t extra_bytes) override;
-  // Always false (Note [Device memory is not backed on touch]).
+  // Unmaps the chunks [p, p + bytes) of a growable segment after synchronizing the context;
+  // false for a cuMemAlloc segment or a span that is not whole mapped chunks (Note [Giving device
+  // pages back]).
   bool decommit(const segment& s, void* p, std::size_t bytes) override;
+  // Maps the given-back chunks inside [p, p + bytes) again; throws as grow() does.
+  void recommit(const segment& s, void* p, std::size_t bytes) override;
   // Failures are logged (errors), never thrown.
   void deallocate(const segment& s) noexcept override;
   std::string describe() const override;
@@ -84,13 +95,15 @@ class cuda_device_source final : public device_memory_source {
 
  private:
   using reservation = growable_reservations<cuda::cu_mem_handle>::reservation;
+  using mapped_range = growable_reservations<cuda::cu_mem_handle>::mapped_range;
 
   std::size_t vmm_chunk() const;
   // `bytes` rounded up to a multiple of `unit`; invalid_argument for 0 or an overflow.
   std::size_t rounded_request(std::size_t bytes, std::size_t unit) const;
-  // cuMemCreate + cuMemMap + cuMemSetAccess of [base + offset, + size); its handle.
-  cuda::cu_mem_handle map_range(cuda::cu_deviceptr base, std::size_t offset,
-                                std::size_t size) const;
+  // [base + offset, + size) mapped, one handle per chunk; the ranges in order.
+  std::vector<mapped_range> map_range(cuda::cu_deviceptr base, std::size_t offset,
+                                      std::size_t size) const;
+  void unmap_range(cuda::cu_deviceptr base, const mapped_range& m) const noexcept;
   void release_reservation(cuda::cu_deviceptr base, const reservation& r) const noexcept;
   // Throws unless `r` is success: out_of_memory for CUDA_ERROR_OUT_OF_MEMORY, else
   // runtime_error, both naming `call`, `bytes` and the device.

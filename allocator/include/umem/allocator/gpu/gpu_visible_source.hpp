@@ -41,6 +41,7 @@ class gpu_visible_source final : public upstream_source {
   // The upstream's growth, then mapper.map() of the grown piece (Note [Mapped pieces]).
   bool grow(segment& s, std::size_t extra_bytes) override;
   bool decommit(const segment& s, void* p, std::size_t bytes) override;
+  void recommit(const segment& s, void* p, std::size_t bytes) override;
   // Unmaps every piece of `s`, then returns it upstream.
   void deallocate(const segment& s) noexcept override;
   std::string describe() const override;

@@ -15,9 +15,10 @@
 // [Growable ROCr device segments]), so the pool's expandable segment grows in place instead of
 // taking a new segment for every large miss; elsewhere (ROCr < 6.2: rocr_library::has_vmem()
 // false) they keep upstream_source's defaults (allocate(); false) and a large miss takes a new
-// segment, as before. decommit() always answers false: an unmapped device range is not backed on
-// touch (Note [Device memory is not backed on touch] in cuda_device_source.hpp holds for ROCr
-// too), so the caching pool turns decommit off for this source and returns whole segments.
+// segment, as before. decommit() always answers false, so empty_cache returns whole free
+// segments only: unmapping a free block's range needs a wait for the kernels that may still use
+// it (Note [Giving device pages back] in cuda_device_source.hpp), and this source has no stream or
+// signal to wait on. A growth maps one range with one handle.
 //
 // Note [Growable ROCr device segments]
 // Why: without growth every large miss takes a new segment and the cache strands the free tail
@@ -62,6 +63,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "umem/allocator/gpu/growable_reservations.hpp"
 #include "umem/allocator/source/device_memory_source.hpp"
@@ -113,6 +115,7 @@ class rocr_device_source final : public device_memory_source {
 
  private:
   using reservation = growable_reservations<hsa::rocr_vmem_handle>::reservation;
+  using mapped_range = growable_reservations<hsa::rocr_vmem_handle>::mapped_range;
 
   // "F of T bytes free" for an out-of-memory message, or why it is not known; never throws
   // umem::error.
@@ -126,7 +129,7 @@ class rocr_device_source final : public device_memory_source {
   void log_failure(const char* call, hsa::rocr_status r) const noexcept;
   // Handle, map and access for [base + offset, + size), counted in held_; its handle. Undoes what
   // it did and throws on failure.
-  hsa::rocr_vmem_handle map_range(std::uintptr_t base, std::size_t offset, std::size_t size);
+  std::vector<mapped_range> map_range(std::uintptr_t base, std::size_t offset, std::size_t size);
   // Unmaps and releases every range of `r`, then frees the reservation.
   void release(std::uintptr_t base, const reservation& r) const noexcept;
 

@@ -31,6 +31,7 @@ class limiting_source final : public upstream_source {
                             const node_binding& where, coherence kind) override;
   bool grow(segment& s, std::size_t extra_bytes) override;
   bool decommit(const segment& s, void* p, std::size_t bytes) override;
+  void recommit(const segment& s, void* p, std::size_t bytes) override;
   void deallocate(const segment& s) noexcept override;
   std::string describe() const override;
 

@@ -69,16 +69,27 @@ class upstream_source {
     return false;
   }
   // Note [Decommitted pages]
-  // Gives the memory of the whole pages [p, p + bytes) inside `s` back to the system while the
-  // range stays mapped with its binding, so the next touch backs it again, zero-filled, on the
-  // same node(s). Returns false, changing nothing, when the source cannot: memory a GPU runtime
-  // has pinned (ROCr locks, CUDA registrations) must keep its pages. The default answers false.
-  // Limits (limiting_source) keep charging decommitted pages: they come back without asking.
+  // Gives the memory of the whole pages [p, p + bytes) inside `s` back to the system. Returns
+  // false, changing nothing, when the source cannot: memory a GPU runtime has pinned (ROCr locks,
+  // CUDA registrations) must keep its pages, and a plain device allocation has no pages of its
+  // own to give. The default answers false. Before the caller hands any of that range out again
+  // it calls recommit() on it. Host memory stays mapped with its binding, so the next touch backs
+  // it again (zero-filled, on the same node(s)) and recommit() has nothing to do; device memory
+  // given back is unmapped, so recommit() maps it again. Limits (limiting_source) keep charging
+  // decommitted pages: they come back when the caller takes them again.
   virtual bool decommit(const segment& s, void* p, std::size_t bytes) {
     (void)s;
     (void)p;
     (void)bytes;
     return false;
+  }
+  // Makes [p, p + bytes) of `s`, given back by decommit() before (in whole or in part), usable
+  // again. Throws umem::error(out_of_memory) when the memory is not there, keeping the range
+  // given back. The default does nothing: pages come back on touch.
+  virtual void recommit(const segment& s, void* p, std::size_t bytes) {
+    (void)s;
+    (void)p;
+    (void)bytes;
   }
 };
 

@@ -25,26 +25,31 @@
 // the upstream runs out exactly like a new segment (Note [Running out]), counts as one
 // upstream_allocs and adds to reserved_bytes but not to the segment gauge. A grown segment is
 // one segment everywhere (owns(), snapshot(), trim()): it goes back to the upstream whole when
-// it is entirely free; its free tail is not given back on its own. The default is on because it
+// it is entirely free; until then trim() gives back the pages of its free blocks (Note
+// [Decommitted pages]), as PyTorch's empty_cache unmaps the free pages of its expandable
+// segments. The default is on because it
 // costs nothing with a source that cannot grow (the calls fall back to allocate()); turn it off
 // for a source whose growth is much more expensive than a new segment. The small pool never
 // grows: its segments are small_segment_size each.
 //
 // Note [Decommitted pages]
-// An expandable segment rarely becomes entirely free, so max_cached_bytes could not be honoured by
-// returning whole segments alone. So before the large pool commits more memory (grows a segment,
-// takes a new one, or reuses decommitted granules) while its cache (reserved - allocated) is above
-// max_cached_bytes, it gives back the pages of whole large_segment_rounding granules inside free
-// large blocks (upstream_source::decommit, Note [Decommitted pages] in segment.hpp), largest free
-// spans first, until the cache is under the cap; reserved_bytes drops by what was given back.
-// Handing out a block that covers decommitted granules counts them as reserved again (the system
-// backs them on first touch; limit_bytes is checked as for a growth). Doing it when memory is
-// needed, not at every free, keeps frees free of system calls and gives back only what would
-// otherwise be added on top. Only sources whose memory stays pageable can (host memory, ROCr SVM
-// with XNACK on); with pinned memory (ROCr locks with XNACK off, CUDA registrations) the first
-// refusal turns it off for the pool. It trades page faults on reuse for memory: on real training
-// traces it keeps the peak reserved within a few percent of the peak allocated
-// (docs/trace-replay.md).
+// An expandable segment rarely becomes entirely free, so neither trim() nor max_cached_bytes could
+// give its cache back by returning whole segments alone. So the large pool gives back the pages
+// of whole large_segment_rounding granules inside free large blocks (upstream_source::decommit,
+// Note [Decommitted pages] in segment.hpp), largest free spans first: all of them in trim(),
+// after the free segments went back; and, while its cache (reserved - allocated) is above
+// max_cached_bytes, before it commits more memory (grows a segment, takes a new one, or reuses
+// decommitted granules), until the cache is under the cap. reserved_bytes drops by what was given
+// back. Handing out a block that covers decommitted granules counts them as reserved again
+// (limit_bytes is checked as for a growth) after upstream_source::recommit made them usable (the
+// system backs host pages on first touch; a device source maps them again). Doing it when memory
+// is needed, not at every free, keeps frees free of system calls and gives back only what would
+// otherwise be added on top. Pageable host memory can (also ROCr SVM with XNACK on), and so can
+// CUDA device memory of growable segments (Note [Giving device pages back] in
+// cuda_device_source.hpp); pinned memory (ROCr locks with XNACK off, CUDA registrations) and plain
+// device allocations cannot: the first refusal for a segment turns it off for that segment. It
+// trades page faults (or mappings) on reuse for memory: on real training traces it keeps the peak
+// reserved within a few percent of the peak allocated (docs/trace-replay.md).
 //
 // Note [Running out]
 // Before asking the upstream for a segment that would take reserved bytes past limit_bytes, the
@@ -181,7 +186,8 @@ class caching_pool {
   // The usable size of the live allocation starting at `p` (>= the request, a multiple of the
   // alignment). Throws umem::error(invalid_argument) if `p` is not one.
   std::size_t block_size(const void* p) const;
-  // Returns every fully free segment to the upstream; the number of bytes released.
+  // Returns every fully free segment to the upstream and gives back the free pages of the others
+  // where the upstream can (Note [Decommitted pages]); the number of bytes released.
   std::size_t trim();
 
   pool_stats stats() const;
@@ -208,6 +214,7 @@ class caching_pool {
     // Granules whose pages were given back (Note [Decommitted pages]): begin -> end, disjoint,
     // never adjacent, all inside free blocks.
     std::map<std::uintptr_t, std::uintptr_t> decommitted;
+    bool keeps_pages = false;  // the upstream refused to decommit here: never asked again
   };
   struct live_block {
     block* b = nullptr;
@@ -284,7 +291,6 @@ class caching_pool {
   std::map<std::uintptr_t, segment_record> segments_;  // by base address
   std::uintptr_t growable_ = 0;  // base of the large segment that grows; 0: none
   std::size_t decommitted_bytes_ = 0;  // in all segments
-  bool decommit_refused_ = false;      // the upstream cannot decommit: never ask again
   std::size_t call_cap_ = unbounded;   // reserved bytes the current call may reach (Note [Headroom])
   live_map live_;  // allocated blocks by address
   // Hash nodes of live_ kept after an erase for the next allocation (no heap call per block).
