@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "umem/allocator/detail/pool/caching_pool.hpp"
+#include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/gpu/gpu_visible_source.hpp"
 #include "umem/allocator/source/host_numa_source.hpp"
 #include "umem/allocator/source/limiting_source.hpp"
@@ -96,6 +97,7 @@ struct allocator::impl {
   std::unique_ptr<limiting_source> limited;
   global_peak_tracker peaks;
   mutable std::shared_mutex pools_mutex;  // guards the containers below, not the pools
+  std::shared_ptr<void> fork = lock_around_fork(pools_mutex, fork_rank::pool_index);
   std::map<pool_key, std::unique_ptr<caching_pool>> pools;
   bool tracking = false;  // the pools report to `peaks` (two pools or more)
   std::deque<pool_entry> entries;

@@ -7,6 +7,7 @@
 
 #include "umem/allocator/detail/c_status.hpp"
 #include "umem/allocator/allocator.hpp"
+#include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 #include "umem/umem.h"
@@ -21,6 +22,10 @@ thread_local std::string last_error;
 // libraries' static destructors, and spdlog's registry may already be gone at exit.
 std::mutex default_mutex;
 allocator* default_allocator = nullptr;  // guarded by default_mutex until created
+// Note [Fork]; never destroyed either.
+const auto* const default_fork =
+    new std::shared_ptr<void>(umem::alloc::lock_around_fork(default_mutex,
+                                                            umem::alloc::fork_rank::creation));
 
 umem_status fail(umem_status s, std::string message) {
   last_error = std::move(message);

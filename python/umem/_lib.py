@@ -12,6 +12,23 @@ import threading
 _lock = threading.Lock()
 _lib = None
 
+
+def hold_across_fork(*locks):
+    """Takes `locks` (in this order) before os.fork() and releases them after it in the parent and
+    the child, so that a child never starts with one of them held by a thread it does not have
+    (the library's own locks are handled by the library: Note [Fork] in fork_safety.hpp)."""
+    def take():
+        for lock in locks:
+            lock.acquire()
+
+    def release():
+        for lock in reversed(locks):
+            lock.release()
+    os.register_at_fork(before=take, after_in_parent=release, after_in_child=release)
+
+
+hold_across_fork(_lock)
+
 UMEM_OK = 0
 UMEM_ERR_OUT_OF_MEMORY = 2
 UMEM_ERR_ALREADY_INITIALIZED = 6
@@ -82,6 +99,8 @@ def _declare(lib):
 def lib():
     """The loaded library (loaded once). Raises OSError naming the path and UMEM_TORCH_LIBRARY."""
     global _lib
+    if _lib is not None:
+        return _lib
     with _lock:
         if _lib is None:
             path = library_path()

@@ -327,6 +327,7 @@ _live_aliases = {}  # address of a DLManagedTensor -> (struct, shape array, owne
 # Re-entrant: a garbage collection inside a locked section can free another alias, and its
 # DLPack deleter (_release_alias) then runs on this same thread and takes the lock again.
 _alias_lock = threading.RLock()
+_lib.hold_across_fork(_enable_lock, _alias_lock)
 
 
 @_DELETER

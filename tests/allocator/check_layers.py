@@ -1,14 +1,15 @@
 """The allocator's folders are layers, and includes point one way (README.md, "The allocator"):
 source/ (memory sources) uses only the vocabulary headers; gpu/ adds source/; the caching pool
 (src/pool/, include detail/pool/) adds source/ but never gpu/; the front end (the top level)
-may use everything. Vocabulary: placement.hpp and pool_stats.hpp. Exit 1 naming each include
+may use everything. Vocabulary: placement.hpp, pool_stats.hpp and fork_safety.hpp (with its
+detail/fork_guard.hpp: every layer's locks register for fork()). Exit 1 naming each include
 that points the wrong way."""
 import os
 import re
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "allocator")
-VOCABULARY = {"placement.hpp", "pool_stats.hpp"}
+VOCABULARY = {"placement.hpp", "pool_stats.hpp", "fork_safety.hpp", "detail/fork_guard.hpp"}
 # layer: (header folder, source folder, layers it may include)
 LAYERS = {"source": ("source", "source", set()),
           "gpu": ("gpu", "gpu", {"source"}),

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/gpu/live_machine.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/snapshot.hpp"
@@ -32,6 +33,9 @@ thread_local umem_status last_status = UMEM_OK;
 
 // Deliberately never destroyed: PyTorch frees tensors from static destructors and exit handlers.
 std::mutex bridge_mutex;
+// Note [Fork] (fork_safety.hpp); never destroyed, like the bridge.
+const auto* const bridge_fork = new std::shared_ptr<void>(
+    umem::alloc::lock_around_fork(bridge_mutex, umem::alloc::fork_rank::creation));
 // Set once, under bridge_mutex; read without it on the allocation path.
 std::atomic<bridge*> the_bridge{nullptr};
 umem_torch_event_provider event_provider{};

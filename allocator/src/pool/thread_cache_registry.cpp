@@ -6,16 +6,28 @@
 #include <mutex>
 #include <utility>
 
+#include "umem/allocator/detail/fork_guard.hpp"
 #include "umem/allocator/detail/pool/asymmetric_fence.hpp"
 
 namespace umem::alloc {
 
 namespace {
 
-// Never destroyed: pools and threads may end after static destructors have run.
+// Never destroyed: pools and threads may end after static destructors have run. Locked around
+// fork(); in the child only the forking thread's caches stay registered (Note [Fork]).
 std::mutex& registry_mutex() {
   static auto* m = new std::mutex;
+  static const auto* fork = new detail::fork_guard(
+      fork_rank::thread_caches, [] { m->lock(); }, [] { m->unlock(); }, [] { m->unlock(); },
+      &thread_cache_registry::keep_only_callers_caches);
+  (void)fork;
   return *m;
+}
+
+// Every live registry; guarded by registry_mutex().
+std::vector<thread_cache_registry*>& all_registries() {
+  static auto* v = new std::vector<thread_cache_registry*>;
+  return *v;
 }
 
 std::atomic<std::uint64_t> next_serial{1};
@@ -52,16 +64,33 @@ namespace {
 thread_local thread_cache_owner t_owner;
 }  // namespace
 
+// In a forked child (one thread, every lock free): the caches of the parent's other threads were
+// copied at an unknown point of their operations and have no thread to give them back, so they
+// are dropped, their counters kept; their blocks stay cached in the pool (Note [Fork]).
+void thread_cache_registry::keep_only_callers_caches() {
+  for (thread_cache_registry* r : all_registries())
+    std::erase_if(r->caches_, [r](owned* oc) {
+      for (const auto& mine : t_owner.caches)
+        if (mine.get() == oc) return false;
+      r->retired_ += oc->cache->totals();
+      return true;
+    });
+}
+
 thread_cache_registry::thread_cache_registry(std::size_t capacity_bytes,
                                              std::size_t small_max, give_back_fn give_back)
     : serial_(next_serial.fetch_add(1)),
       capacity_(capacity_bytes != 0 && asymmetric_fence_available() ? capacity_bytes : 0),
       small_max_(small_max),
-      give_back_(std::move(give_back)) {}
+      give_back_(std::move(give_back)) {
+  std::lock_guard lock(registry_mutex());
+  all_registries().push_back(this);
+}
 
 thread_cache_registry::~thread_cache_registry() {
   std::lock_guard lock(registry_mutex());
   for (owned* oc : caches_) oc->registry = nullptr;
+  std::erase(all_registries(), this);
 }
 
 thread_cache* thread_cache_registry::find_or_create(bool create) {

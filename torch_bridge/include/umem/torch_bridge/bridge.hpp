@@ -39,6 +39,7 @@
 
 #include "umem/allocator/alloc_config.hpp"
 #include "umem/allocator/allocator.hpp"
+#include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/pool_stats.hpp"
 #include "umem/torch_bridge/stream_ordered_cache.hpp"
 
@@ -218,6 +219,7 @@ class bridge {
   std::atomic<int> captures_{0};
   std::atomic<int> capped_devices_{0};  // devices whose usage has a cap_bytes
   mutable std::mutex mutex_;     // guards what follows and cache_ (Note [One lock])
+  std::shared_ptr<void> fork_ = alloc::lock_around_fork(mutex_, alloc::fork_rank::bridge);
   std::map<int, usage> usage_;   // by device; -1 for host allocations
   usage total_;                  // every device and the host together (peaks of the sum)
   std::unordered_map<const void*, live_block> live_;

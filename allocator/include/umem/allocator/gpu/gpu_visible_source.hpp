@@ -26,6 +26,7 @@
 
 #include "umem/allocator/gpu/gpu_mapper.hpp"
 #include "umem/allocator/source/segment.hpp"
+#include "umem/allocator/fork_safety.hpp"
 
 namespace umem::alloc {
 
@@ -52,6 +53,7 @@ class gpu_visible_source final : public upstream_source {
   upstream_source& upstream_;
   gpu_mapper& mapper_;
   std::mutex mutex_;  // guards pieces_
+  std::shared_ptr<void> fork_ = lock_around_fork(mutex_, fork_rank::source);  // Note [Fork]
   // Sizes of the mapped pieces of each growable segment, by base, in address order.
   std::map<void*, std::vector<std::size_t>> pieces_;
 };

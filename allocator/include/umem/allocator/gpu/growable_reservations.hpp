@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "umem/allocator/source/segment.hpp"
+#include "umem/allocator/fork_safety.hpp"
 
 namespace umem::alloc {
 
@@ -143,6 +144,7 @@ class growable_reservations {
   }
 
   std::mutex mutex_;                                    // guards reservations_
+  std::shared_ptr<void> fork_ = lock_around_fork(mutex_, fork_rank::source);  // Note [Fork]
   std::map<std::uintptr_t, reservation> reservations_;  // by base address
 };
 

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "umem/allocator/source/segment.hpp"
+#include "umem/allocator/fork_safety.hpp"
 
 namespace umem::alloc {
 
@@ -54,6 +55,7 @@ class limiting_source final : public upstream_source {
   upstream_source& upstream_;
   const byte_limits limits_;
   mutable std::mutex mutex_;
+  std::shared_ptr<void> fork_ = lock_around_fork(mutex_, fork_rank::source);  // Note [Fork]
   std::uint64_t total_ = 0;
   std::map<int, std::uint64_t> per_node_;
 };

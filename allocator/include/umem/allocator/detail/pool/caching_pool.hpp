@@ -110,6 +110,7 @@
 #include <vector>
 
 #include "umem/allocator/detail/pool/free_list.hpp"
+#include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/placement.hpp"
 #include "umem/allocator/pool_stats.hpp"
 #include "umem/allocator/source/segment.hpp"
@@ -285,6 +286,7 @@ class caching_pool {
   const pool_config config_;
 
   mutable std::mutex mutex_;  // guards everything below
+  std::shared_ptr<void> fork_ = lock_around_fork(mutex_, fork_rank::pool);  // Note [Fork]
   global_peak_tracker* global_;
   free_list small_;
   free_list large_;

@@ -63,6 +63,10 @@ class thread_cache_registry {
   // The sum over all threads' caches, including those of threads that exited.
   thread_cache_totals totals() const;
 
+  // In a forked child, from the fork handler: forgets every registry's caches but the calling
+  // thread's (Note [Fork] in fork_guard.hpp).
+  static void keep_only_callers_caches();
+
  private:
   friend struct thread_cache_owner;  // the thread-local side (thread_cache_registry.cpp)
   struct owned;                       // one thread's cache of this registry
