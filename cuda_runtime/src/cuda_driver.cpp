@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "umem/core/error.hpp"
+#include "umem/cuda_runtime/cuda_compat.hpp"
 #include "umem/core/shared_library.hpp"
 #include "umem/core/detail/log.hpp"
 #include "umem/core/options.hpp"
@@ -99,7 +100,8 @@ std::string cuda_driver::result_text(cu_result r) const {
 
 void cuda_driver::check(cu_result r, const char* call) const {
   if (r == 0) return;
-  throw_error(errc::runtime_error, std::string(call) + " failed: " + result_text(r) +
+  throw_error(r == cuda_compat::result::out_of_memory ? errc::out_of_memory : errc::runtime_error,
+              std::string(call) + " failed: " + result_text(r) +
                                        " (driver " + resolved_path_ + ")");
 }
 

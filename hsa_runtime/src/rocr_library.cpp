@@ -177,7 +177,10 @@ std::string rocr_library::status_text(rocr_status status) const {
 
 void rocr_library::check(rocr_status status, const char* symbol) const {
   if (status == rocr_compat::status::success || status == rocr_compat::status::info_break) return;
-  throw_error(errc::runtime_error, std::string(symbol) + " failed: " + hex_status(status) + " " +
+  // ROCr's answer when it cannot allocate, lock or map more memory (hsa_init's no-driver case
+  // is told apart by rocr_session before it gets here).
+  throw_error(status == rocr_compat::status::out_of_resources ? errc::out_of_memory
+                                                              : errc::runtime_error, std::string(symbol) + " failed: " + hex_status(status) + " " +
                                        status_text(status) + " (runtime " + resolved_path_ + ")");
 }
 

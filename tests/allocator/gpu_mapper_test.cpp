@@ -150,6 +150,28 @@ TEST_F(GpuMapperDouble, ARocrErrorBecomesAnErrorNamingTheCall) {
   EXPECT_EQ(shut_down().find("leak"), std::string::npos) << log();
 }
 
+TEST_F(GpuMapperDouble, ALockRefusedForLackOfResourcesIsOutOfMemory) {
+  // So that the pool trims and retries, the spill policy applies and PyTorch raises its OOM.
+  ASSERT_NO_FATAL_FAILURE(start(UMEM_ROCR_DOUBLE_PATH, "7.1"));
+  const segment s = on_node(buffer_.get(), 2, coherence::fine);
+  auto fail_next_lock = umem::test::double_control<void (*)(std::uint32_t)>(
+      UMEM_ROCR_DOUBLE_PATH, "umem_rocr_double_fail_next_lock");
+  ASSERT_NE(fail_next_lock, nullptr);
+  fail_next_lock(0x1008);  // HSA_STATUS_ERROR_OUT_OF_RESOURCES
+  try {
+    mapper_->map(s);
+    FAIL() << "no error";
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), umem::errc::out_of_memory);
+    EXPECT_NE(std::string(e.what()).find("hsa_amd_memory_lock_to_pool failed: 0x1008"),
+              std::string::npos)
+        << e.what();
+  }
+  mapper_->map(s);  // the next lock succeeds
+  mapper_->unmap(s);
+  EXPECT_EQ(shut_down().find("leak"), std::string::npos) << log();
+}
+
 TEST_F(GpuMapperDouble, AForgottenUnmapShowsAsALeak) {
   // The leak checks above can fail: a segment never unmapped is still locked at shutdown.
   ASSERT_NO_FATAL_FAILURE(start(UMEM_ROCR_DOUBLE_PATH, "7.1"));

@@ -61,15 +61,7 @@ bool contains(const std::string& s, const std::string& part) {
 
 const request on_device1{parse_placement("device:1"), std::nullopt};
 
-// A test control of the double (double_memory.cpp); the double must be loaded.
-template <class Fn>
-Fn double_control(const char* double_path, const char* name) {
-  void* h = dlopen(double_path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-  if (h == nullptr) return nullptr;
-  auto fn = reinterpret_cast<Fn>(dlsym(h, name));
-  dlclose(h);  // NOLOAD: the library stays mapped by the test's own load
-  return fn;
-}
+using umem::test::double_control;
 
 void set_foreign_use(const char* double_path, std::uint32_t kfd_node, std::uint64_t bytes) {
   auto fn = double_control<void (*)(std::uint32_t, std::uint64_t)>(

@@ -24,7 +24,7 @@
 // unmapped range faults, as on the GPU. Unmapping drops the contents. VIRTUAL_MEMORY_MANAGEMENT_
 // SUPPORTED answers 1 (as the H200 does) until umem_cuda_double_set_vmm_supported(0); the
 // granularity is 2 MiB. umem_cuda_double_fail_next("cuMemMap", CUresult) makes the next call of
-// that entry point fail with that code; umem_cuda_double_vmm_handles / _reservations count what
+// that entry point (the VMM calls and cuMemHostRegister) fail with that code; umem_cuda_double_vmm_handles / _reservations count what
 // is outstanding.
 // It is strict on purpose, to serve as a call checker: calls before cuInit, without a current
 // context, with unknown flags, overlapping or unknown registrations and unknown events are
@@ -439,11 +439,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemFree_v2(cu_deviceptr p) {
   return res::success;
 }
 
-#if UMEM_CUDA_DOUBLE_WITH_VMM
 namespace {
-
-constexpr std::size_t kVmmGranularity = std::size_t{2} << 20;
-constexpr unsigned long long kHandleTag = 0x484Eull << 48;  // "HN": never a small integer
 
 // What umem_cuda_double_fail_next set for `call`, once.
 std::optional<cu_result> injected_failure(state& s, const char* call) {
@@ -453,6 +449,14 @@ std::optional<cu_result> injected_failure(state& s, const char* call) {
   s.fail_next.erase(it);
   return r;
 }
+
+}  // namespace
+
+#if UMEM_CUDA_DOUBLE_WITH_VMM
+namespace {
+
+constexpr std::size_t kVmmGranularity = std::size_t{2} << 20;
+constexpr unsigned long long kHandleTag = 0x484Eull << 48;  // "HN": never a small integer
 
 bool valid_location(const state& s, const cu_mem_location& l) {
   return l.type == cc::vmm::location_type_device && l.id >= 0 &&
@@ -673,6 +677,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemHostRegister_v2(void* p, std::size_t size, uns
   const auto start = reinterpret_cast<std::uintptr_t>(p);
   for (const auto& [base, r] : s.registrations)
     if (start < base + r.size && base < start + size) return res::host_memory_already_registered;
+  if (const auto failed = injected_failure(s, "cuMemHostRegister")) return *failed;
   registration r{"r" + std::to_string(s.next_id++), size, flags};
   log_line(s, "register " + r.id + " " + std::to_string(size) + " " + hex(flags));
   s.registrations.emplace(start, std::move(r));

@@ -9,6 +9,7 @@
 #include "cuda_test_env.hpp"
 #include "umem/allocator/gpu/cuda_gpu_mapper.hpp"
 #include "umem/core/error.hpp"
+#include "umem/cuda_runtime/cuda_compat.hpp"
 #include "umem/cuda_runtime/cuda_discovery.hpp"
 
 namespace umem::alloc {
@@ -111,6 +112,23 @@ TEST_F(CudaMapper, ARegistrationTheDriverRefusesNamesTheCall) {
   }
   m.unmap(seg());
   m.unmap(seg());  // logged, not thrown
+}
+
+TEST_F(CudaMapper, ARegistrationWithoutMemoryIsOutOfMemory) {
+  serve(test::h200_machine());
+  cuda_gpu_mapper m(drv_, topo_);
+  test::cuda_double_fail_next("cuMemHostRegister", cuda::cuda_compat::result::out_of_memory);
+  try {
+    m.map(seg());
+    FAIL() << "no error";
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::out_of_memory);
+    EXPECT_NE(std::string(e.what()).find("cuMemHostRegister failed: CUDA_ERROR_OUT_OF_MEMORY"),
+              std::string::npos)
+        << e.what();
+  }
+  m.map(seg());
+  m.unmap(seg());
 }
 
 TEST_F(CudaMapper, PageableMemoryAccessNeedsNoRegistration) {

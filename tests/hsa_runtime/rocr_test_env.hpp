@@ -84,6 +84,16 @@ inline std::string double_call_log(const char* double_path) {
   return log;
 }
 
+// A test control of the double (umem_rocr_double_*); nullptr when the double is not loaded.
+template <class Fn>
+Fn double_control(const char* double_path, const char* name) {
+  void* h = dlopen(double_path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (h == nullptr) return nullptr;
+  auto fn = reinterpret_cast<Fn>(dlsym(h, name));
+  dlclose(h);  // NOLOAD: the library stays mapped by the test's own load
+  return fn;
+}
+
 inline void double_reset(const char* double_path) {
   void* h = dlopen(double_path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   if (h == nullptr) return;

@@ -73,6 +73,8 @@ hsa_status_t lock_common(state& s, std::string call, void* host_ptr, std::size_t
       (num_agent > 0 && agents == nullptr))
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
   if (!indices) return finish(s, call, HSA_STATUS_ERROR_INVALID_AGENT);
+  if (const auto injected = std::exchange(s.fail_next_lock, std::nullopt))
+    return finish(s, call, static_cast<hsa_status_t>(*injected), " (injected)");
   const auto start = reinterpret_cast<std::uintptr_t>(host_ptr);
   // Stricter than ROCr: locking twice or locking pool memory is a caller bug worth flagging.
   if (overlaps(s.locks, start, size) || overlaps(s.allocations, start, size))
@@ -372,6 +374,14 @@ UMEM_DOUBLE_EXPORT void umem_rocr_double_set_foreign_use(uint32_t kfd_node, uint
     s.foreign_use.erase(kfd_node);
   else
     s.foreign_use[kfd_node] = bytes;
+}
+
+// Test control: the next memory_lock or memory_lock_to_pool with valid arguments answers
+// `status` and locks nothing (ROCr answers OUT_OF_RESOURCES when it cannot pin more memory).
+UMEM_DOUBLE_EXPORT void umem_rocr_double_fail_next_lock(uint32_t status) {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  s.fail_next_lock = status;
 }
 
 // Test control: the next hsa_amd_memory_pool_allocate with a valid pool answers `status` and

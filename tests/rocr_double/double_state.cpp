@@ -95,6 +95,7 @@ void release_everything(state& s) {
   s.dmabufs.clear();
   s.foreign_use.clear();
   s.fail_next_pool_allocate.reset();
+  s.fail_next_lock.reset();
   s.fail_next_vmem.clear();
   s.machine = topology{};
 }

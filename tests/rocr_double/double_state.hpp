@@ -73,6 +73,7 @@ struct state {
   // hsa_amd_memory_pool_allocate answers instead of allocating.
   std::map<std::uint32_t, std::uint64_t> foreign_use;
   std::optional<std::uint32_t> fail_next_pool_allocate;
+  std::optional<std::uint32_t> fail_next_lock;  // memory_lock and memory_lock_to_pool
   // VMM test control (umem_rocr_double_fail_next_vmem in double_vmem.cpp): a status the next
   // call of a VMM entry point answers instead of acting, by the call's log name
   // ("vmem_address_reserve" for both reserve calls, "vmem_handle_create", "vmem_map",

@@ -75,7 +75,8 @@ void cuda_gpu_mapper::map(const segment& s) {
   const cuda::cuda_context_scope scope(*ctx_);
   const auto& fn = drv_->fn();
   if (const cuda::cu_result r = fn.cuMemHostRegister_v2(s.base, s.size, kRegisterFlags); r != 0)
-    throw_error(errc::runtime_error, "cuda_gpu_mapper: cannot make " + segment_text(s) +
+    throw_error(r == cc::result::out_of_memory ? errc::out_of_memory : errc::runtime_error,
+                "cuda_gpu_mapper: cannot make " + segment_text(s) +
                                          " GPU-accessible: cuMemHostRegister failed: " +
                                          drv_->result_text(r));
   cuda::cu_deviceptr device = 0;

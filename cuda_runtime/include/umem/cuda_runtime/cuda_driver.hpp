@@ -146,8 +146,8 @@ class cuda_driver {
   // "CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)", or the number when the driver
   // has no name for it.
   std::string result_text(cu_result r) const;
-  // Throws umem::error(runtime_error) "<call> failed: CUDA_ERROR_... (text) (driver <path>)"
-  // unless `r` is success.
+  // Throws umem::error "<call> failed: CUDA_ERROR_... (text) (driver <path>)" unless `r` is
+  // success: out_of_memory for CUDA_ERROR_OUT_OF_MEMORY, else runtime_error.
   void check(cu_result r, const char* call) const;
 
  private:

@@ -156,8 +156,8 @@ class rocr_library {
 
   // hsa_status_string's text for `status` ("unknown status" if the runtime has none).
   std::string status_text(rocr_status status) const;
-  // Throws umem::error(runtime_error) "<symbol> failed: 0x1008 <runtime text>" unless `status` is
-  // success or info_break.
+  // Throws umem::error "<symbol> failed: 0x1001 <runtime text>" unless `status` is success or
+  // info_break: out_of_memory for HSA_STATUS_ERROR_OUT_OF_RESOURCES (0x1008), else runtime_error.
   void check(rocr_status status, const char* symbol) const;
 
  private:
