@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz) and runs each for a bounded time, seeded with the real
-# captures. The seeds are copied into a temporary directory, never into the repository.
+# captures (and, for safetensors, umem's own seed headers). The seeds are copied into a temporary
+# directory; nothing is written into the repository.
 #
 # Usage: scripts/run-fuzzers.sh BUILD_DIR SECONDS_PER_TARGET
 #   BUILD_DIR  a build directory for fuzzing only (configured here with clang if new)
@@ -24,19 +25,22 @@ fi
 
 CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUMEM_BUILD_FUZZERS=ON -DUMEM_WERROR=ON >/dev/null
-cmake --build "$build" -j 2 --target fuzz_rocminfo fuzz_numactl fuzz_snapshot fuzz_snapshot_seeds
+cmake --build "$build" -j 2 --target fuzz_rocminfo fuzz_numactl fuzz_snapshot fuzz_safetensors \
+  fuzz_snapshot_seeds
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/umem-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/rocminfo" "$work/numactl" "$work/snapshot"
+mkdir -p "$work/rocminfo" "$work/numactl" "$work/snapshot" "$work/safetensors"
 cp "$fixtures"/rocminfo* "$fixtures"/kfd_mem_banks_rocminfo* "$work/rocminfo/"
 cp "$fixtures"/numactl* "$work/numactl/"
 "$build/tests/fuzz/fuzz_snapshot_seeds" "$work/snapshot" "$work"/rocminfo/* "$work"/numactl/*
+# safetensors headers and an index, written for umem (tests/fuzz/safetensors_seeds).
+cp "$root"/tests/fuzz/safetensors_seeds/* "$work/safetensors/"
 
 findings=$build/fuzz-findings
 mkdir -p "$findings"
 status=0
-for target in rocminfo numactl snapshot; do
+for target in rocminfo numactl snapshot safetensors; do
   args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536
         -print_final_stats=1 -artifact_prefix="$findings/$target-")
   dict=$root/tests/fuzz/$target.dict

@@ -69,6 +69,8 @@ def _declare(lib):
         "umem_torch_gpu_access_json": (c.c_void_p, [c.c_void_p, c.c_size_t]),
         "umem_torch_residency_json": (c.c_void_p, [c.c_void_p, c.c_size_t]),
         "umem_torch_topology_json": (c.c_void_p, [c.c_char_p]),
+        "umem_torch_checkpoint_json": (c.c_void_p, [c.c_char_p]),
+        "umem_torch_load_safetensors_json": (c.c_void_p, [c.c_char_p, c.c_int, c.c_uint, c.c_int]),
         "umem_torch_rank_binding_json": (c.c_void_p, [c.c_char_p, c.c_int, c.c_int]),
         "umem_torch_set_memory_policy": (c.c_int, [c.c_int, c.c_char_p]),
         "umem_torch_set_event_provider": (c.c_int, [c.c_void_p]),

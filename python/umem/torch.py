@@ -286,6 +286,72 @@ class _HostBlock:
             self._free(self.ptr)
 
 
+# --- model weights (Note [Reading weights] in weights/safetensors_file.hpp) ---------------------
+
+_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+                       "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
+                       "U16": "uint16", "U32": "uint32", "U64": "uint64", "BOOL": "bool",
+                       "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
+
+
+def _torch_dtype(name, file, tensor):
+    d = getattr(torch, _SAFETENSORS_DTYPES[name], None)
+    if d is None:
+        raise UmemTorchError(f"load_safetensors(): tensor '{tensor}' of {file} is {name}, which "
+                             f"PyTorch {torch.__version__} has no dtype for")
+    return d
+
+
+def load_safetensors(path, *, device="cpu", node=None, dtype=None, threads=None, direct_io=False):
+    """The tensors of a safetensors checkpoint as {name: tensor}, read once, straight into umem
+    memory. `path`: a .safetensors file, a sharded checkpoint's *.safetensors.index.json, or a
+    folder holding one of them. Each file is read by `threads` threads (default: one per hardware
+    thread, at most 16) into one umem block on NUMA node `node` (default: the configured
+    placement), with O_DIRECT when `direct_io` (the page cache then keeps no second copy);
+    tensors are views of that block, which lives while any of them does. `dtype` converts floating
+    point tensors (a copy for those only). device "cuda"/"cuda:N": where the GPU can use umem host
+    memory in place (APUs, unified machines) the tensors alias the block, no copy; on a discrete
+    GPU each tensor is copied to the device and the host block of a file is freed once its
+    tensors are copied. A file that breaks the format raises umem.UmemError naming the file, the
+    tensor and the rule."""
+    lib = _lib.lib()
+    ck = _lib.take_json(lib.umem_torch_checkpoint_json(os.fsencode(os.fspath(path))))
+    target = torch.device(device)
+    out = {}
+    for file in ck["files"]:
+        f = _lib.take_json(lib.umem_torch_load_safetensors_json(
+            os.fsencode(file), -1 if node is None else int(node), int(threads or 0),
+            1 if direct_io else 0))
+        owner = _HostBlock(f["block"])
+        data = (_alias(f["data"], f["data_bytes"], torch.device("cpu"), owner)
+                if f["data_bytes"] else None)
+        del owner  # the alias keeps the block; without tensors it goes now
+        for t in f["tensors"]:
+            if t["name"] in out:
+                raise UmemTorchError(f"load_safetensors(): tensor '{t['name']}' is in {file} and "
+                                     "in an earlier file of the checkpoint")
+            d = _torch_dtype(t["dtype"], file, t["name"])
+            if t["end"] == t["begin"]:
+                x = torch.empty(t["shape"], dtype=d)
+            else:
+                raw = data[t["begin"]:t["end"]]
+                itemsize = torch.empty((), dtype=d).element_size()
+                # view(dtype) needs the offset aligned to the element: else one copy of it.
+                x = (raw if t["begin"] % itemsize == 0 else raw.clone()).view(d).view(t["shape"])
+            if dtype is not None and x.is_floating_point() and x.dtype != dtype:
+                x = x.to(dtype)
+            if target.type != "cpu":
+                x = (as_device(x, target) if gpu_access(x)["accessible"]
+                     else x.to(target))
+            out[t["name"]] = x
+        del data
+    for name, file in ck["weight_map"].items():
+        if name not in out:
+            raise UmemTorchError(f"load_safetensors(): the index names tensor '{name}' in {file}, "
+                                 "which does not hold it")
+    return out
+
+
 def residency(t):
     """Where a tensor's memory lives (pages per NUMA node, huge pages, policy, GPU access)."""
     ptr, nbytes = _storage_span(t)

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -23,6 +24,8 @@
 #include "umem/core/snapshot.hpp"
 #include "umem/torch_bridge/bridge.hpp"
 #include "umem/torch_bridge/rank_binding.hpp"
+#include "umem/weights/checkpoint.hpp"
+#include "umem/weights/safetensors_file.hpp"
 
 namespace {
 
@@ -227,6 +230,42 @@ char* umem_torch_gpu_access_json(const void* ptr, size_t size) {
 char* umem_torch_residency_json(const void* ptr, size_t size) {
   return guarded_string(
       [&] { return umem::alloc::to_json(get_bridge().allocator().residency(ptr, size), -1); });
+}
+
+char* umem_torch_checkpoint_json(const char* path) {
+  return guarded_string([&] {
+    if (path == nullptr)
+      umem::throw_error(umem::errc::invalid_argument, "umem_torch_checkpoint_json: path is NULL");
+    const umem::weights::checkpoint c = umem::weights::resolve_checkpoint(path);
+    return nlohmann::json{{"files", c.files}, {"weight_map", c.weight_map}}.dump();
+  });
+}
+
+char* umem_torch_load_safetensors_json(const char* path, int node, unsigned threads,
+                                       int direct_io) {
+  return guarded_string([&] {
+    if (path == nullptr)
+      umem::throw_error(umem::errc::invalid_argument,
+                        "umem_torch_load_safetensors_json: path is NULL");
+    bridge& b = get_bridge();
+    const umem::weights::loaded_safetensors f = umem::weights::read_safetensors(
+        path, [&](std::size_t bytes) { return b.allocate_host(bytes, node); },
+        [&](void* p) { b.deallocate_host(p); },
+        umem::weights::read_options{threads, direct_io != 0});
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const umem::weights::tensor_entry& t : f.header.tensors)
+      tensors.push_back({{"name", t.name},
+                         {"dtype", std::string(umem::weights::dtype_name(t.dtype))},
+                         {"shape", t.shape},
+                         {"begin", t.begin},
+                         {"end", t.end}});
+    return nlohmann::json{{"block", reinterpret_cast<std::uintptr_t>(f.block)},
+                          {"data", reinterpret_cast<std::uintptr_t>(f.data)},
+                          {"data_bytes", f.data_bytes},
+                          {"metadata", f.header.metadata},
+                          {"tensors", std::move(tensors)}}
+        .dump();
+  });
 }
 
 char* umem_torch_topology_json(const char* snapshot_json) {

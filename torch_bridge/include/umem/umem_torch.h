@@ -95,6 +95,19 @@ char* umem_torch_topology_json(const char* snapshot_json);
 /* The APU (NUMA node, CPUs, device) for a local rank, as JSON; see rank_binding.hpp. */
 char* umem_torch_rank_binding_json(const char* snapshot_json, int local_rank, int local_size);
 
+/* Model weights (weights/, Note [Reading weights]). The .safetensors files a checkpoint path names
+ * (a file, a *.safetensors.index.json, or a folder holding one of them) as a JSON object
+ * {"files": [paths], "weight_map": {tensor: path}}; NULL on failure. */
+char* umem_torch_checkpoint_json(const char* path);
+/* Reads the .safetensors file `path` into umem host memory on NUMA node `node` (-1: the
+ * configured placement) with `threads` readers (0: one per hardware thread, at most 16), with
+ * O_DIRECT when `direct_io`. JSON {"block": address to free with umem_torch_host_free, "data":
+ * address of the data section (inside the block), "data_bytes": n, "metadata": {...},
+ * "tensors": [{"name", "dtype" (the format's name), "shape": [...], "begin", "end"} (offsets in the
+ * data section)]}; NULL on failure (the message names the file, the tensor and the rule). */
+char* umem_torch_load_safetensors_json(const char* path, int node, unsigned threads,
+                                       int direct_io);
+
 /* Binds the calling thread's (and its future threads') memory policy to `node`: mode "bind" or
  * "preferred". */
 umem_status umem_torch_set_memory_policy(int node, const char* mode);

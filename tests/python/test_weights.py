@@ -1,0 +1,191 @@
+"""umem.torch.load_safetensors (Note [safetensors format], Note [Reading weights]): files written
+here byte by byte after the format's specification, read back equal, into umem memory, one block
+per file; sharded checkpoints and folders; every broken rule an error naming file, tensor, rule."""
+import gc
+import json
+import struct
+
+import pytest
+import torch
+
+import umem
+import umem.torch as ut
+
+
+def write_safetensors(path, tensors, metadata=None, edit=None, data_tail=b""):
+    """Writes `tensors` ({name: tensor}) in this order, without padding between them. `edit`
+    changes the header dict before it is written; `data_tail` is appended to the data."""
+    header, blobs, at = {}, [], 0
+    for name, t in tensors.items():
+        raw = t.contiguous().view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [at, at + len(raw)]}
+        blobs.append(raw)
+        at += len(raw)
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    if edit:
+        edit(header)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs) + data_tail)
+    return path
+
+
+DTYPE_NAMES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16",
+               torch.bfloat16: "BF16", torch.int64: "I64", torch.int32: "I32", torch.int16: "I16",
+               torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
+
+
+def sample():
+    g = torch.Generator().manual_seed(0)
+    return {"w": torch.randn(4, 5, generator=g),
+            "b16": torch.randn(7, generator=g).to(torch.bfloat16),
+            "odd": torch.arange(3, dtype=torch.uint8),          # 3 bytes: what follows is unaligned
+            "ids": torch.arange(6, dtype=torch.int64).view(2, 3),
+            "half": torch.tensor(1.5, dtype=torch.float16),      # a scalar: shape []
+            "mask": torch.tensor([True, False, True]),
+            "empty": torch.zeros(0, 4)}
+
+
+def test_every_tensor_comes_back_equal_in_umem_memory(tmp_path):
+    src = sample()
+    got = ut.load_safetensors(write_safetensors(tmp_path / "m.safetensors", src), threads=3)
+    assert sorted(got) == sorted(src)
+    for name, t in src.items():
+        assert got[name].dtype == t.dtype and got[name].shape == t.shape, name
+        assert torch.equal(got[name], t), name
+    # Views of the file's umem block, except where view(dtype) needs an aligned offset: "ids"
+    # starts at byte 97 (after the 3 bytes of "odd"), so it is the one copy.
+    for name in ("w", "b16", "odd", "mask"):
+        assert ut.gpu_access(got[name])["umem"] is True, name
+    assert ut.gpu_access(got["ids"])["umem"] is False
+
+
+def test_the_tensors_keep_their_block_alive(tmp_path):
+    src = sample()
+    got = ut.load_safetensors(write_safetensors(tmp_path / "m.safetensors", src))
+    w = got["w"]
+    del got
+    gc.collect()
+    filler = [ut.empty(1 << 16) for _ in range(8)]  # would reuse the block if it had been freed
+    assert torch.equal(w, src["w"])
+    del filler
+
+
+def test_dtype_converts_floating_point_tensors_only(tmp_path):
+    src = sample()
+    got = ut.load_safetensors(write_safetensors(tmp_path / "m.safetensors", src),
+                              dtype=torch.float16)
+    assert got["w"].dtype == torch.float16 and torch.equal(got["w"], src["w"].half())
+    assert got["b16"].dtype == torch.float16
+    assert got["ids"].dtype == torch.int64 and torch.equal(got["ids"], src["ids"])
+
+
+def test_a_node_and_metadata_are_accepted(tmp_path):
+    src = {"w": torch.ones(1024)}
+    got = ut.load_safetensors(write_safetensors(tmp_path / "m.safetensors", src,
+                                                metadata={"format": "pt"}), node=0)
+    assert torch.equal(got["w"], src["w"])
+    r = ut.residency(got["w"])
+    assert r["policy"] == {"mode": "bind", "nodes": [0]}
+    assert set(r["pages"]["per_node"]) == {"0"}
+
+
+def test_direct_io_reads_the_same_bytes_or_says_why_it_cannot(tmp_path):
+    g = torch.Generator().manual_seed(1)
+    src = {"a": torch.randn(3, 1000, generator=g), "b": torch.randn(12345, generator=g)}
+    path = write_safetensors(tmp_path / "m.safetensors", src)
+    try:
+        got = ut.load_safetensors(path, direct_io=True, threads=2)
+    except umem.UmemError as e:  # a file system without O_DIRECT (tmpfs)
+        assert "O_DIRECT" in str(e)
+        return
+    for name, t in src.items():
+        assert torch.equal(got[name], t), name
+
+
+def test_a_sharded_checkpoint_by_its_index_or_its_folder(tmp_path):
+    src = sample()
+    names = list(src)
+    first = {n: src[n] for n in names[:3]}
+    second = {n: src[n] for n in names[3:]}
+    write_safetensors(tmp_path / "model-00001-of-00002.safetensors", first)
+    write_safetensors(tmp_path / "model-00002-of-00002.safetensors", second)
+    index = {"metadata": {}, "weight_map": {**{n: "model-00001-of-00002.safetensors" for n in first},
+                                            **{n: "model-00002-of-00002.safetensors" for n in second}}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    for path in (tmp_path / "model.safetensors.index.json", tmp_path):
+        got = ut.load_safetensors(path)
+        assert sorted(got) == sorted(src)
+        assert all(torch.equal(got[n], src[n]) for n in src)
+
+
+def test_a_broken_index_is_an_error_naming_what_is_wrong(tmp_path):
+    write_safetensors(tmp_path / "a.safetensors", {"x": torch.ones(2)})
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"x": "a.safetensors", "y": "b.safetensors"}}))
+    with pytest.raises(umem.UmemError, match=r"shard .*b\.safetensors \(of tensor 'y'\) does not exist"):
+        ut.load_safetensors(index)
+    index.write_text(json.dumps({"weight_map": {"x": "a.safetensors", "y": "a.safetensors"}}))
+    with pytest.raises(ut.UmemTorchError, match=r"names tensor 'y' in .*a\.safetensors, which does not hold it"):
+        ut.load_safetensors(index)
+    index.write_text("[1, 2]")
+    with pytest.raises(umem.UmemError, match=r"no \"weight_map\" object"):
+        ut.load_safetensors(index)
+    (tmp_path / "second.safetensors.index.json").write_text("{}")
+    with pytest.raises(umem.UmemError, match=r"holds 2 \*\.safetensors\.index\.json files"):
+        ut.load_safetensors(tmp_path)
+    with pytest.raises(umem.UmemError, match=r"no such file or folder"):
+        ut.load_safetensors(tmp_path / "missing.safetensors")
+
+
+def _set(name, key, value):
+    def edit(h):
+        h[name][key] = value
+    return edit
+
+
+BROKEN = [
+    ("unknown dtype", _set("w", "dtype", "F12"), b"", r"tensor 'w': unknown dtype \"F12\""),
+    ("shape and bytes disagree", _set("w", "shape", [4, 6]), b"",
+     r"tensor 'w': shape \[4,6\] of F32 needs 96 bytes, but \"data_offsets\" \[0,80\] hold 80"),
+    ("negative dimension", _set("w", "shape", [-4, 5]), b"",
+     r"tensor 'w': every dimension of \"shape\" must be a non-negative integer"),
+    ("offsets reversed", _set("w", "data_offsets", [80, 0]), b"", r"ends before it begins"),
+    ("overlap", _set("b", "data_offsets", [76, 84]), b"", r"overlap those of 'w'"),
+    ("hole", _set("b", "data_offsets", [84, 92]), b"", r"has a hole: bytes \[80, 84\)"),
+    ("past the end", _set("b", "data_offsets", [80, 96]), b"",
+     r"tensor 'b'.*shape \[2\] of F32 needs 8 bytes"),
+    ("trailing bytes", None, b"\0" * 5, r"the last 5 bytes of the data section belong to no tensor"),
+    ("no dtype", lambda h: h["w"].pop("dtype"), b"", r"tensor 'w': no \"dtype\" string"),
+    ("metadata not strings", lambda h: h.update({"__metadata__": {"n": 1}}), b"",
+     r"\"__metadata__\" entry \"n\" must be a string"),
+]
+
+
+@pytest.mark.parametrize("what,edit,tail,message", BROKEN, ids=[b[0] for b in BROKEN])
+def test_a_file_breaking_a_rule_is_an_error_naming_file_tensor_and_rule(tmp_path, what, edit,
+                                                                         tail, message):
+    path = write_safetensors(tmp_path / "bad.safetensors",
+                             {"w": torch.ones(4, 5), "b": torch.ones(2)}, edit=edit, data_tail=tail)
+    with pytest.raises(umem.UmemError, match=message) as e:
+        ut.load_safetensors(path)
+    assert "bad.safetensors" in str(e.value)
+
+
+def test_truncated_and_foreign_files_are_errors(tmp_path):
+    good = write_safetensors(tmp_path / "good.safetensors", {"w": torch.ones(100)})
+    data = good.read_bytes()
+    (tmp_path / "cut.safetensors").write_bytes(data[:-10])
+    with pytest.raises(umem.UmemError, match=r"past the data section's 390 bytes \(a truncated file\?\)"):
+        ut.load_safetensors(tmp_path / "cut.safetensors")
+    (tmp_path / "short.safetensors").write_bytes(b"\x01\x02")
+    with pytest.raises(umem.UmemError, match=r"2 bytes, shorter than the 8-byte header size"):
+        ut.load_safetensors(tmp_path / "short.safetensors")
+    (tmp_path / "zip.safetensors").write_bytes(b"PK\x03\x04" + b"\0" * 100)
+    with pytest.raises(umem.UmemError, match=r"the header claims [0-9]+ bytes"):
+        ut.load_safetensors(tmp_path / "zip.safetensors")
+    (tmp_path / "json.safetensors").write_bytes(struct.pack("<Q", 4) + b"nope")
+    with pytest.raises(umem.UmemError, match=r"the header is not valid JSON"):
+        ut.load_safetensors(tmp_path / "json.safetensors")
