@@ -352,6 +352,52 @@ def load_safetensors(path, *, device="cpu", node=None, dtype=None, threads=None,
     return out
 
 
+def load_into(model, path, *, strict=True, **options):
+    """Fills `model` (built on the meta device, or anywhere) with the tensors of the safetensors
+    checkpoint `path`: load_safetensors(path, **options), then every parameter and buffer the
+    checkpoint names is replaced by the loaded tensor itself (a parameter stays a Parameter with its
+    requires_grad), so the weights are in memory exactly once. Parameters shared under several
+    names (tied weights, e.g. an LM head tied to the embedding) stay shared: a name the checkpoint
+    omits takes the tensor loaded for its twin. strict: the checkpoint must name every parameter
+    and buffer (twins aside) and nothing else, else UmemTorchError listing what is missing and
+    what is unexpected. Returns `model`."""
+    loaded = load_safetensors(path, **options)
+    slots = {}   # name -> (module, attribute, is_parameter)
+    owners = {}  # id of the current tensor -> names sharing it
+    for module_name, module in model.named_modules(remove_duplicate=False):
+        for attr, value in list(module._parameters.items()) + list(module._buffers.items()):
+            if value is None:
+                continue
+            name = f"{module_name}.{attr}" if module_name else attr
+            slots[name] = (module, attr, attr in module._parameters)
+            owners.setdefault(id(value), []).append(name)
+    unexpected = sorted(set(loaded) - set(slots))
+    covered = set(loaded)
+    for names in owners.values():
+        if covered.intersection(names):
+            covered.update(names)
+    missing = sorted(set(slots) - covered)
+    if strict and (missing or unexpected):
+        raise UmemTorchError("load_into(): the checkpoint does not match the model: missing "
+                             f"{missing or 'nothing'}; unexpected {unexpected or 'nothing'}")
+    made = {}
+    for names in owners.values():
+        source = next((n for n in names if n in loaded), None)
+        if source is None:
+            continue
+        for name in names:
+            module, attr, is_parameter = slots[name]
+            if is_parameter:
+                old = module._parameters[attr]
+                key = id(old)
+                if key not in made:
+                    made[key] = torch.nn.Parameter(loaded[source], requires_grad=old.requires_grad)
+                module._parameters[attr] = made[key]
+            else:
+                module._buffers[attr] = loaded[source]
+    return model
+
+
 def residency(t):
     """Where a tensor's memory lives (pages per NUMA node, huge pages, policy, GPU access)."""
     ptr, nbytes = _storage_span(t)

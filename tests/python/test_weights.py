@@ -189,3 +189,51 @@ def test_truncated_and_foreign_files_are_errors(tmp_path):
     (tmp_path / "json.safetensors").write_bytes(struct.pack("<Q", 4) + b"nope")
     with pytest.raises(umem.UmemError, match=r"the header is not valid JSON"):
         ut.load_safetensors(tmp_path / "json.safetensors")
+
+
+class Tied(torch.nn.Module):
+    """An embedding and a head sharing one weight, a buffer, a bias: what language models have."""
+
+    def __init__(self, device=None):
+        super().__init__()
+        self.embed = torch.nn.Embedding(10, 4, device=device)
+        self.hidden = torch.nn.Linear(4, 4, device=device)
+        self.head = torch.nn.Linear(4, 10, bias=False, device=device)
+        self.head.weight = self.embed.weight
+        self.register_buffer("scale", torch.ones(4, device=device))
+
+    def forward(self, ids):
+        return self.head(self.hidden(self.embed(ids)) * self.scale)
+
+
+def test_load_into_fills_a_meta_model_once_and_keeps_tied_weights_tied(tmp_path):
+    torch.manual_seed(0)
+    ref = Tied()
+    saved = {"embed.weight": ref.embed.weight.detach(), "hidden.weight": ref.hidden.weight.detach(),
+             "hidden.bias": ref.hidden.bias.detach(), "scale": ref.scale}  # head.weight omitted
+    path = write_safetensors(tmp_path / "m.safetensors", saved)
+    model = ut.load_into(Tied(device="meta"), path)
+    assert model.head.weight is model.embed.weight, "the tie survives"
+    assert isinstance(model.hidden.bias, torch.nn.Parameter) and model.hidden.bias.requires_grad
+    for p in model.parameters():
+        assert ut.gpu_access(p)["umem"] is True  # the loaded block itself, no copy
+    ids = torch.tensor([1, 2, 3])
+    assert torch.equal(model(ids), ref(ids))
+    before = model.hidden.weight.detach().clone()
+    model(ids).sum().backward()
+    torch.optim.SGD(model.parameters(), lr=0.1).step()
+    assert not torch.equal(model.hidden.weight.detach(), before), "training changes umem memory"
+
+
+def test_load_into_says_what_does_not_match(tmp_path):
+    torch.manual_seed(0)
+    ref = Tied()
+    path = write_safetensors(tmp_path / "m.safetensors",
+                             {"embed.weight": ref.embed.weight.detach(),
+                              "extra": torch.ones(2)})
+    with pytest.raises(ut.UmemTorchError,
+                       match=r"missing \['hidden.bias', 'hidden.weight', 'scale'\]; "
+                             r"unexpected \['extra'\]"):
+        ut.load_into(Tied(device="meta"), path)
+    model = ut.load_into(Tied(), path, strict=False)
+    assert torch.equal(model.embed.weight, ref.embed.weight)
