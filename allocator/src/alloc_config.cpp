@@ -319,9 +319,9 @@ constexpr std::array kRows{
     option_row{{"max_cached", "size | 0", "0",
                 "Most free memory the cache keeps: above it frees return whole free segments, "
                 "and before the pool takes more memory it gives back free pages inside its "
-                "segments where the memory is pageable (host-only, ROCr with XNACK on; not "
-                "pinned GPU memory). 0 means no cap (memory is returned by trim() or when an "
-                "allocation fails)."},
+                "segments where the source can (pageable host memory, ROCr with XNACK on, a "
+                "discrete NVIDIA GPU's growable segments; not pinned GPU memory). 0 means no "
+                "cap (memory is returned by trim() or when an allocation fails)."},
                [](alloc_options& o, std::string_view k, std::string_view v) {
                  o.max_cached = parse_size(k, v, "8GiB or 0 for no cap", true);
                },

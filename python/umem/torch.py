@@ -252,6 +252,10 @@ def _storage_span(t):
     return s.data_ptr(), s.nbytes()
 
 
+def _itemsize(dtype):
+    return torch.empty((), dtype=dtype).element_size()
+
+
 def empty(*size, dtype=None, node=None, requires_grad=False):
     """An uninitialized CPU tensor in umem memory: on NUMA node `node`, or with the configured
     placement when None. GPU-visible where a GPU runtime is present, so as_device() aliases it.
@@ -262,8 +266,7 @@ def empty(*size, dtype=None, node=None, requires_grad=False):
     numel = 1
     for n in size:
         numel *= int(n)
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    nbytes = max(numel * itemsize, 1)
+    nbytes = max(numel * _itemsize(dtype), 1)
     ptr = ctypes.c_void_p()
     _lib.check(_lib.lib().umem_torch_host_malloc(nbytes, -1 if node is None else int(node),
                                                  ctypes.byref(ptr)))
@@ -326,23 +329,28 @@ def load_safetensors(path, *, device="cpu", node=None, dtype=None, threads=None,
         data = (_alias(f["data"], f["data_bytes"], torch.device("cpu"), owner)
                 if f["data_bytes"] else None)
         del owner  # the alias keeps the block; without tensors it goes now
+        # One block per file: the GPU can use all of it in place or none of it.
+        alias_on_gpu = (target.type != "cpu" and data is not None
+                        and gpu_access(data)["accessible"])
         for t in f["tensors"]:
             if t["name"] in out:
                 raise UmemTorchError(f"load_safetensors(): tensor '{t['name']}' is in {file} and "
                                      "in an earlier file of the checkpoint")
             d = _torch_dtype(t["dtype"], file, t["name"])
+            in_block = False
             if t["end"] == t["begin"]:
                 x = torch.empty(t["shape"], dtype=d)
             else:
                 raw = data[t["begin"]:t["end"]]
-                itemsize = torch.empty((), dtype=d).element_size()
                 # view(dtype) needs the offset aligned to the element: else one copy of it.
-                x = (raw if t["begin"] % itemsize == 0 else raw.clone()).view(d).view(t["shape"])
+                in_block = t["begin"] % _itemsize(d) == 0
+                x = (raw if in_block else raw.clone()).view(d).view(t["shape"])
             if dtype is not None and x.is_floating_point() and x.dtype != dtype:
                 x = x.to(dtype)
+                in_block = False
             if target.type != "cpu":
-                x = (as_device(x, target) if gpu_access(x)["accessible"]
-                     else x.to(target))
+                alias = alias_on_gpu if in_block else gpu_access(x)["accessible"]
+                x = as_device(x, target) if alias else x.to(target)
             out[t["name"]] = x
         del data
     for name, file in ck["weight_map"].items():

@@ -241,18 +241,13 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size
     const std::uintptr_t end = (b->address + b->size + g - 1) / g * g;
     if (const std::size_t more = recommit_bytes(rec, begin, end); more != 0) {
       make_room();
-      auto give_up = [&] {
-        live_.erase(b->address);
-        list.release(b);
-      };
-      if (over_limit(more)) {
-        give_up();
-        fail_out_of_memory(bytes, limit_text(more, "reusing given-back pages"));
-      }
       try {
+        if (over_limit(more))
+          fail_out_of_memory(bytes, limit_text(more, "reusing given-back pages"));
         recommit(rec, begin, end);
       } catch (...) {
-        give_up();
+        live_.erase(b->address);
+        list.release(b);
         throw;
       }
     }
