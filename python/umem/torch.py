@@ -305,34 +305,104 @@ def _torch_dtype(name, file, tensor):
     return d
 
 
+# Bytes per staging buffer of a discrete GPU's load (two of them: Note [Reading weights]).
+_STAGE_BYTES = 64 << 20
+_DIRECT_IO_ALIGNMENT = 4096
+
+
+def _gpu_target(device):
+    """`device` as a torch.device with its index, and where that GPU's tensors live."""
+    target = torch.device(device)
+    if target.type == "cpu":
+        return target, None
+    if target.index is None:
+        target = torch.device(target.type, torch.cuda.current_device())
+    return target, _lib.take_json(_lib.lib().umem_torch_device_json(target.index))
+
+
+def _read_into_host_block(file, node, threads, direct_io):
+    """The data section of `file` in one umem host block on `node`: (layout, uint8 CPU tensor or
+    None for an empty section)."""
+    f = _lib.take_json(_lib.lib().umem_torch_load_safetensors_json(
+        os.fsencode(file), node, int(threads or 0), 1 if direct_io else 0))
+    owner = _HostBlock(f["block"])
+    data = _alias(f["data"], f["data_bytes"], torch.device("cpu"), owner) if f["data_bytes"] else None
+    return f, data  # the alias keeps the block; without one, it goes with `owner`
+
+
+def _stage_into_device(file, target, node, threads, direct_io):
+    """The data section of `file` in one block of discrete GPU `target`'s memory, read chunk by
+    chunk into two pinned buffers, each copied asynchronously while the other is read (Note
+    [Reading weights]): host memory holds two chunks, never the file. (layout, uint8 tensor on
+    `target` or None)."""
+    lib = _lib.lib()
+    name = os.fsencode(file)
+    layout = _lib.take_json(lib.umem_torch_safetensors_layout_json(name))
+    begin, n = layout["data_offset"], layout["data_bytes"]
+    if n == 0:
+        return layout, None
+    data = torch.empty(n, dtype=torch.uint8, device=target)
+    align = _DIRECT_IO_ALIGNMENT
+    first = begin // align * align if direct_io else begin  # O_DIRECT reads aligned offsets
+    end = begin + n
+    chunk = min(_STAGE_BYTES, -(-(end - first) // align) * align)
+    stream = torch.cuda.Stream(target)
+    buffers, copied = [], [None, None]
+    for _ in range(2):
+        b = torch.empty(chunk + align, dtype=torch.uint8, pin_memory=True)
+        buffers.append(b[(-b.data_ptr()) % align:][:chunk])
+    try:
+        for i, at in enumerate(range(first, end, chunk)):
+            k = i % 2
+            if copied[k] is not None:
+                copied[k].synchronize()  # buffer k's last copy is done: it may be refilled
+            size = min(chunk, end - at)
+            _lib.check(lib.umem_torch_read_file(name, at, size, buffers[k].data_ptr(), node,
+                                                int(threads or 0), 1 if direct_io else 0))
+            skip = max(0, begin - at)  # the header's tail in the first aligned chunk
+            with torch.cuda.stream(stream):
+                data[at + skip - begin:at + size - begin].copy_(buffers[k][skip:size],
+                                                                non_blocking=True)
+                copied[k] = torch.cuda.Event()
+                copied[k].record(stream)
+    finally:
+        # Copies still running must not outlive `data` or the buffers (a failed read frees them).
+        stream.synchronize()
+    return layout, data
+
+
 def load_safetensors(path, *, device="cpu", node=None, dtype=None, threads=None, direct_io=False):
-    """The tensors of a safetensors checkpoint as {name: tensor}, read once, straight into umem
-    memory. `path`: a .safetensors file, a sharded checkpoint's *.safetensors.index.json, or a
-    folder holding one of them. Each file is read by `threads` threads (default: one per hardware
-    thread, at most 16) into one umem block on NUMA node `node` (default: the configured
-    placement), with O_DIRECT when `direct_io` (the page cache then keeps no second copy);
-    tensors are views of that block, which lives while any of them does. `dtype` converts floating
-    point tensors (a copy for those only). device "cuda"/"cuda:N": where the GPU can use umem host
-    memory in place (APUs, unified machines) the tensors alias the block, no copy; on a discrete
-    GPU each tensor is copied to the device and the host block of a file is freed once its
-    tensors are copied. A file that breaks the format raises umem.UmemError naming the file, the
+    """The tensors of a safetensors checkpoint as {name: tensor}, each file read once. `path`: a
+    .safetensors file, a sharded checkpoint's *.safetensors.index.json, or a folder holding one of
+    them. Each file is read by `threads` threads (default: one per hardware thread, at most 16),
+    with O_DIRECT when `direct_io` (the page cache then keeps no second copy); the readers run on
+    NUMA node `node`'s CPUs when it is given (for a GPU target: its node by default).
+
+    device "cpu": tensors in one umem block per file on `node` (default: the configured
+    placement). device "cuda"/"cuda:N" on a unified GPU (APUs, where device memory is host
+    memory): the block is on GPU N's NUMA node (or `node`) and the tensors alias it, no copy. On a
+    discrete GPU: one block of the GPU's memory per file, filled through two small pinned buffers
+    with asynchronous copies, so host memory never holds the model. Tensors are views of their
+    file's block, which lives while any of them does. `dtype` converts floating point tensors (a
+    copy for those only). A file that breaks the format raises umem.UmemError naming the file, the
     tensor and the rule."""
     lib = _lib.lib()
     ck = _lib.take_json(lib.umem_torch_checkpoint_json(os.fsencode(os.fspath(path))))
-    target = torch.device(device)
+    target, gpu = _gpu_target(device)
+    if gpu is not None and node is None:
+        node = gpu["numa_node"]
+    staged = gpu is not None and gpu["memory"] == "device"
+    node = -1 if node is None else int(node)
     out = {}
     for file in ck["files"]:
-        f = _lib.take_json(lib.umem_torch_load_safetensors_json(
-            os.fsencode(file), -1 if node is None else int(node), int(threads or 0),
-            1 if direct_io else 0))
-        owner = _HostBlock(f["block"])
-        data = (_alias(f["data"], f["data_bytes"], torch.device("cpu"), owner)
-                if f["data_bytes"] else None)
-        del owner  # the alias keeps the block; without tensors it goes now
+        if staged:
+            layout, data = _stage_into_device(file, target, node, threads, direct_io)
+        else:
+            layout, data = _read_into_host_block(file, node, threads, direct_io)
         # One block per file: the GPU can use all of it in place or none of it.
-        alias_on_gpu = (target.type != "cpu" and data is not None
+        alias_on_gpu = (gpu is not None and not staged and data is not None
                         and gpu_access(data)["accessible"])
-        for t in f["tensors"]:
+        for t in layout["tensors"]:
             if t["name"] in out:
                 raise UmemTorchError(f"load_safetensors(): tensor '{t['name']}' is in {file} and "
                                      "in an earlier file of the checkpoint")
@@ -348,8 +418,8 @@ def load_safetensors(path, *, device="cpu", node=None, dtype=None, threads=None,
             if dtype is not None and x.is_floating_point() and x.dtype != dtype:
                 x = x.to(dtype)
                 in_block = False
-            if target.type != "cpu":
-                alias = alias_on_gpu if in_block else gpu_access(x)["accessible"]
+            if gpu is not None and x.device != target:
+                alias = not staged and (alias_on_gpu if in_block else gpu_access(x)["accessible"])
                 x = as_device(x, target) if alias else x.to(target)
             out[t["name"]] = x
         del data
@@ -366,19 +436,34 @@ def load_into(model, path, *, strict=True, **options):
     checkpoint names is replaced by the loaded tensor itself (a parameter stays a Parameter with its
     requires_grad), so the weights are in memory exactly once. Parameters shared under several
     names (tied weights, e.g. an LM head tied to the embedding) stay shared: a name the checkpoint
-    omits takes the tensor loaded for its twin. strict: the checkpoint must name every parameter
-    and buffer (twins aside) and nothing else, else UmemTorchError listing what is missing and
-    what is unexpected. Returns `model`."""
-    loaded = load_safetensors(path, **options)
+    omits takes the tensor loaded for its twin. Non-persistent buffers (register_buffer(...,
+    persistent=False), such as a rotary embedding's inv_freq) are never in a checkpoint: they keep
+    their values and move to the loaded tensors' device; one left on the meta device is an error
+    naming it (the model must then compute it, e.g. built with only its parameters on meta).
+    strict: the checkpoint must name every parameter and persistent buffer (twins aside) and
+    nothing else, else UmemTorchError listing what is missing and what is unexpected. Returns
+    `model`."""
     slots = {}   # name -> (module, attribute, is_parameter)
     owners = {}  # id of the current tensor -> names sharing it
+    transient = {}  # name -> (module, attribute) of non-persistent buffers
     for module_name, module in model.named_modules(remove_duplicate=False):
         for attr, value in list(module._parameters.items()) + list(module._buffers.items()):
             if value is None:
                 continue
             name = f"{module_name}.{attr}" if module_name else attr
+            if attr in module._buffers and attr in module._non_persistent_buffers_set:
+                transient[name] = (module, attr)
+                continue
             slots[name] = (module, attr, attr in module._parameters)
             owners.setdefault(id(value), []).append(name)
+    on_meta = sorted(n for n, (m, a) in transient.items() if m._buffers[a].is_meta)
+    if on_meta:
+        raise UmemTorchError(
+            f"load_into(): the non-persistent buffers {on_meta} are on the meta device, and no "
+            "checkpoint holds them: build the model with only its parameters on meta, or let it "
+            "compute them (for a transformers model: from_pretrained(None, config=config, "
+            "state_dict=umem.torch.load_safetensors(path, device=...)))")
+    loaded = load_safetensors(path, **options)
     unexpected = sorted(set(loaded) - set(slots))
     covered = set(loaded)
     for names in owners.values():
@@ -403,6 +488,10 @@ def load_into(model, path, *, strict=True, **options):
                 module._parameters[attr] = made[key]
             else:
                 module._buffers[attr] = loaded[source]
+    device = next((t.device for t in loaded.values()), None)
+    for module, attr in transient.values():
+        if device is not None and module._buffers[attr].device != device:
+            module._buffers[attr] = module._buffers[attr].to(device)
     return model
 
 

@@ -237,3 +237,55 @@ def test_load_into_says_what_does_not_match(tmp_path):
         ut.load_into(Tied(device="meta"), path)
     model = ut.load_into(Tied(), path, strict=False)
     assert torch.equal(model.embed.weight, ref.embed.weight)
+
+
+class WithRotary(torch.nn.Module):
+    """A parameter and a non-persistent buffer that the module computes (as rotary embeddings
+    do): checkpoints never hold such a buffer."""
+
+    def __init__(self, device=None):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4, bias=False, device=device)
+        self.register_buffer("inv_freq", torch.arange(4.0, device=device) + 1, persistent=False)
+
+    def forward(self, x):
+        return self.proj(x) * self.inv_freq
+
+
+def test_load_into_keeps_non_persistent_buffers_and_refuses_them_on_meta(tmp_path):
+    torch.manual_seed(0)
+    ref = WithRotary()
+    path = write_safetensors(tmp_path / "m.safetensors", {"proj.weight": ref.proj.weight.detach()})
+    with pytest.raises(ut.UmemTorchError,
+                       match=r"the non-persistent buffers \['inv_freq'\] are on the meta device"):
+        ut.load_into(WithRotary(device="meta"), path)
+    model = WithRotary(device="meta")
+    model.inv_freq = torch.arange(4.0) + 1  # what the model computes when it is not on meta
+    ut.load_into(model, path)  # strict: inv_freq is not expected in the checkpoint
+    x = torch.randn(2, 4)
+    assert torch.equal(model(x), ref(x))
+    assert ut.gpu_access(model.proj.weight)["umem"] is True
+
+
+def test_the_c_abi_gives_a_files_layout_and_reads_any_range_of_it(tmp_path):
+    """What a discrete GPU's staged load stands on (it needs a GPU: test_gpu_weights.py)."""
+    import ctypes
+    import os
+    path = write_safetensors(tmp_path / "m.safetensors", sample())
+    raw = path.read_bytes()
+    lib = ut._lib.lib()
+    name = os.fsencode(path)
+    layout = ut._lib.take_json(lib.umem_torch_safetensors_layout_json(name))
+    assert layout["data_offset"] == 8 + struct.unpack("<Q", raw[:8])[0]
+    assert layout["data_bytes"] == len(raw) - layout["data_offset"]
+    assert sorted(t["name"] for t in layout["tensors"]) == sorted(sample())
+    buf = ctypes.create_string_buffer(len(raw))
+    ut._lib.check(lib.umem_torch_read_file(name, 3, len(raw) - 3, buf, 0, 2, 0))
+    assert buf.raw[:len(raw) - 3] == raw[3:]
+    with pytest.raises(umem.UmemError, match=r"run past its end at " + str(len(raw))):
+        ut._lib.check(lib.umem_torch_read_file(name, len(raw) - 1, 2, buf, -1, 0, 0))
+    with pytest.raises(umem.UmemError, match=r"NUMA node 99 is not a node of this machine"):
+        ut._lib.check(lib.umem_torch_read_file(name, 0, 1, buf, 99, 0, 0))
+    if not torch.cuda.is_available():
+        with pytest.raises(umem.UmemError, match=r"the topology has 0 GPU\(s\)"):
+            ut._lib.take_json(lib.umem_torch_device_json(0))

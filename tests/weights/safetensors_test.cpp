@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_invalid.hpp"
 #include "umem/core/error.hpp"
 #include "umem/weights/checkpoint.hpp"
 #include "umem/weights/safetensors_file.hpp"
@@ -19,18 +20,6 @@ namespace umem::weights {
 namespace {
 
 namespace fs = std::filesystem;
-
-// `f()` throws umem::error(invalid_argument) whose message holds `part`.
-template <class F>
-void expect_invalid(F&& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no error, expected one saying " << part;
-  } catch (const umem::error& e) {
-    EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
 
 TEST(safetensors_header, entries_come_sorted_by_offset_with_their_dtype_shape_and_metadata) {
   const auto h = parse_safetensors_header(
@@ -118,7 +107,7 @@ TEST_F(SafetensorsFile, TheDataSectionIsReadByThreadsIntoTheCallersBlockOnce) {
           ++released;
           std::free(p);
         },
-        read_options{3, direct});
+        read_options{3, direct, {}});
     EXPECT_EQ(f.data_bytes, n);
     EXPECT_EQ(f.block_bytes, asked);
     EXPECT_GE(static_cast<std::byte*>(f.block) + f.block_bytes, f.data + n);

@@ -126,6 +126,10 @@ int bridge::node_of_device(int device) const {
   return resolved.binding.nodes.empty() ? 0 : resolved.binding.nodes.front();
 }
 
+bool bridge::device_memory_is_host(int device) const {
+  return !alloc_->device_memory_info(device).has_value();
+}
+
 void bridge::account_allocate(int device, std::size_t reported, std::size_t requested,
                               bool reused) {
   const std::size_t cls = class_of(reported);

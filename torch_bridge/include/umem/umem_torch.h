@@ -85,6 +85,11 @@ umem_status umem_torch_reset_peak_stats(int device);
  * (umem memory), "host_accessible": bool (false for a discrete GPU's own memory), "reason": "..."}. */
 char* umem_torch_gpu_access_json(const void* ptr, size_t size);
 
+/* Where GPU `device`'s tensors live, as JSON {"device": d, "memory": "host" (a unified GPU: its
+ * memory is host memory on NUMA node "numa_node", which the GPU uses in place) or "device" (a
+ * discrete GPU's own memory), "numa_node": the node nearest the GPU}; NULL for an unknown device. */
+char* umem_torch_device_json(int device);
+
 /* Where [ptr, ptr+size) lives (umem_residency_json's format). */
 char* umem_torch_residency_json(const void* ptr, size_t size);
 
@@ -100,13 +105,23 @@ char* umem_torch_rank_binding_json(const char* snapshot_json, int local_rank, in
  * {"files": [paths], "weight_map": {tensor: path}}; NULL on failure. */
 char* umem_torch_checkpoint_json(const char* path);
 /* Reads the .safetensors file `path` into umem host memory on NUMA node `node` (-1: the
- * configured placement) with `threads` readers (0: one per hardware thread, at most 16), with
+ * configured placement; else the readers run on the node's CPUs too) with `threads` readers (0:
+ * one per hardware thread, at most 16), with
  * O_DIRECT when `direct_io`. JSON {"block": address to free with umem_torch_host_free, "data":
  * address of the data section (inside the block), "data_bytes": n, "metadata": {...},
  * "tensors": [{"name", "dtype" (the format's name), "shape": [...], "begin", "end"} (offsets in the
  * data section)]}; NULL on failure (the message names the file, the tensor and the rule). */
 char* umem_torch_load_safetensors_json(const char* path, int node, unsigned threads,
                                        int direct_io);
+/* The layout of the .safetensors file `path` without reading its data: JSON {"data_offset": file
+ * offset of the data section, "data_bytes", "metadata", "tensors"} as above; NULL on failure. */
+char* umem_torch_safetensors_layout_json(const char* path);
+/* Reads `bytes` at file `offset` of `path` into `to` with `threads` readers running on NUMA node
+ * `node`'s CPUs (-1: anywhere), with O_DIRECT when `direct_io` (then `offset` and `to` are
+ * multiples of 4096; a last partial block is read plainly). For staging weights into a discrete
+ * GPU's memory chunk by chunk. */
+umem_status umem_torch_read_file(const char* path, uint64_t offset, uint64_t bytes, void* to,
+                                 int node, unsigned threads, int direct_io);
 
 /* Binds the calling thread's (and its future threads') memory policy to `node`: mode "bind" or
  * "preferred". */

@@ -158,6 +158,10 @@ class bridge {
   gpu_access access(const void* p, std::size_t bytes) const;
   // The NUMA node device's memory goes to.
   int node_of_device(int device) const;
+  // Whether `device`'s tensors are host memory the GPU uses in place (a unified GPU, or a backend
+  // without a device memory source) rather than the GPU's own memory. Throws
+  // umem::error(invalid_argument) for an unknown device.
+  bool device_memory_is_host(int device) const;
 
   alloc::allocator& allocator() { return *alloc_; }
   const alloc::allocator& allocator() const { return *alloc_; }

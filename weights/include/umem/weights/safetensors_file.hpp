@@ -7,7 +7,12 @@
 // buffer and copies, holds the model twice at its peak (on an APU the page cache is the same HBM
 // as the tensors); here the only copy is the one the read makes. Several threads: one reader does
 // not reach the storage's or the page cache's bandwidth. The destination's pages are placed by
-// the allocator that made it (its NUMA binding), not by the threads that fill them. direct_io
+// the allocator that made it (its NUMA binding), not by the threads that fill them; the readers
+// run on the target node's CPUs when the caller names them (read_options::cpus), so the kernel's
+// copy into the pages runs beside them. Where the final memory is a discrete GPU's, which a file
+// read cannot reach, the section is read chunk by chunk into two small pinned buffers while the
+// GPU copies the other one (load_safetensors in python/umem/torch.py): host memory then holds two
+// chunks, never the model. direct_io
 // opens the file with O_DIRECT, so the page cache keeps no second copy: the block is then
 // allocated 4 KiB larger on each side, the read starts at the 4 KiB boundary below the data
 // section, and the data lies inside the block at the section's offset from that boundary. A file
@@ -19,14 +24,10 @@
 #include <functional>
 #include <string>
 
+#include "umem/weights/file_range.hpp"
 #include "umem/weights/safetensors_header.hpp"
 
 namespace umem::weights {
-
-struct read_options {
-  unsigned threads = 0;    // 0: the machine's hardware threads, at most 16
-  bool direct_io = false;  // O_DIRECT (Note [Reading weights])
-};
 
 struct loaded_safetensors {
   std::string path;
@@ -48,7 +49,16 @@ using release_fn = std::function<void(void* p)>;
 loaded_safetensors read_safetensors(const std::string& path, const allocate_fn& allocate,
                                     const release_fn& release, const read_options& options = {});
 
-// The header only, without reading the data: the tensors' names, dtypes, shapes and offsets.
-safetensors_header read_safetensors_header(const std::string& path);
+// Where a file's parts lie: its checked header, and the data section's file offset and length
+// (tensor offsets count from data_offset).
+struct safetensors_layout {
+  safetensors_header header;
+  std::uint64_t data_offset = 0;
+  std::uint64_t data_bytes = 0;
+};
+
+// The header only, without reading the data (a reader that stages the data in chunks reads the
+// section itself with read_file_range). Throws as read_safetensors does.
+safetensors_layout read_safetensors_header(const std::string& path);
 
 }  // namespace umem::weights
