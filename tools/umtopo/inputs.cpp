@@ -1,5 +1,7 @@
 #include "inputs.hpp"
 
+#include "gather_replay.hpp"
+
 #include "umem/core/error.hpp"
 #include "umem/core/fs_root.hpp"
 #include "umem/core/snapshot.hpp"
@@ -24,7 +26,7 @@ void collect(const std::string& file, const Diagnostics& diags, std::vector<std:
 }  // namespace
 
 bool inputs::any_capture() const {
-  return snapshot || rocminfo || numactl || hwloc_xml || sysfs_root || kfd_properties;
+  return snapshot || rocminfo || numactl || hwloc_xml || sysfs_root || kfd_properties || gather;
 }
 
 assembled assemble(const inputs& in) {
@@ -38,7 +40,10 @@ assembled assemble(const inputs& in) {
     throw_error(errc::invalid_argument,
                 "--numactl and --hwloc-xml both describe the NUMA nodes; give one of them");
 
+  if (in.snapshot && in.gather)
+    throw_error(errc::invalid_argument, "--snapshot and --from-gather are both a whole node; give one of them");
   if (in.snapshot) t = load_snapshot(*in.snapshot);
+  if (in.gather) t = replay_gather(*in.gather).topo;
   if (in.rocminfo) {
     auto imp = importers::import_rocminfo(read_text_file(*in.rocminfo, "rocminfo capture"),
                                           *in.rocminfo);
@@ -70,8 +75,8 @@ assembled assemble(const inputs& in) {
         read_text_file(*in.kfd_properties, "KFD properties capture"), *in.kfd_properties);
     t.sources.push_back("kfd-properties:" + *in.kfd_properties);
   }
-  // A snapshot carries its own bindings; anything layered on top may change them.
-  if (!in.snapshot || in.rocminfo || in.numactl || in.hwloc_xml || in.sysfs_root ||
+  // A snapshot or gather carries its own bindings; anything layered on top may change them.
+  if ((!in.snapshot && !in.gather) || in.rocminfo || in.numactl || in.hwloc_xml || in.sysfs_root ||
       in.kfd_properties)
     t.gpu_numa = numa::map_gpus_to_numa(t, sysfs ? &*sysfs : nullptr);
   return out;

@@ -18,6 +18,7 @@ struct inputs {
   std::optional<std::string> hwloc_xml;       // --hwloc-xml FILE
   std::optional<std::string> sysfs_root;      // --sysfs-root DIR (KFD topology, knobs, PCI)
   std::optional<std::string> kfd_properties;  // --kfd-properties FILE (cat nodes/*/properties)
+  std::optional<std::string> gather;          // --from-gather FILE (a umtopo --gather archive)
 
   bool any_capture() const;
 };

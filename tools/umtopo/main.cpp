@@ -6,10 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "checks.hpp"
+#include "drawing.hpp"
+#include "gather.hpp"
 #include "inputs.hpp"
 #include "report.hpp"
 #include "umem/allocator/alloc_config.hpp"
 #include "umem/core/error.hpp"
+#include "umem/core/fs_root.hpp"
 #include "umem/core/options.hpp"
 #include "umem/core/snapshot.hpp"
 
@@ -55,11 +58,14 @@ int main(int argc, char** argv) {
   CLI::App app{"umtopo: unified-memory topology and configuration inspector for APU nodes.\n"
                "Without inputs it inspects this machine; with any capture it replays that "
                "capture alone."};
-  app.set_version_flag("--version", "umtopo 0.1.0");
+  app.set_version_flag("--version", "umtopo " UMEM_VERSION_STRING);
   umem::umtopo::inputs in;
   bool json = false;
   bool options = false;
+  bool verbose = false;
   std::string capture;
+  std::string gather;
+  std::string draw;
   app.add_option("--snapshot", in.snapshot, "Replay a snapshot written by --capture")
       ->check(CLI::ExistingFile);
   app.add_option("--rocminfo", in.rocminfo, "Import `rocminfo` output (ROCm 5.x-7.x)")
@@ -74,11 +80,24 @@ int main(int argc, char** argv) {
   app.add_option("--kfd-properties", in.kfd_properties,
                  "Import `cat /sys/class/kfd/kfd/topology/nodes/*/properties` output")
       ->check(CLI::ExistingFile);
+  auto* from_gather = app.add_option("--from-gather", in.gather, "Replay a node gathered by --gather")
+                          ->check(CLI::ExistingFile);
   app.add_option("--capture", capture, "Write the model as a JSON snapshot to FILE");
+  auto* gather_opt = app.add_option("--gather", gather,
+                                    "Write this node's raw discovery inputs to FILE (.tar.gz) for exact replay");
+  app.add_option("--draw", draw, "Draw the node to FILE: .svg, or .png through rsvg-convert");
+  app.add_flag("--verbose", verbose, "Every pool, agent detail, the distance matrix and mapping evidence");
   app.add_flag("--json", json, "Print the model (or check findings) as JSON");
   app.add_flag("--options", options, "Print umem's environment options and their values");
   auto* check = app.add_subcommand("check", "Report misconfigurations; exit 1 on errors");
   check->fallthrough();
+  // A gather is a whole node: a snapshot or another sysfs tree cannot be layered on it, and
+  // --gather records this node, so it takes no capture at all.
+  from_gather->excludes(app.get_option("--snapshot"));
+  from_gather->excludes(app.get_option("--sysfs-root"));
+  for (const char* name : {"--snapshot", "--rocminfo", "--numactl", "--hwloc-xml", "--sysfs-root", "--kfd-properties",
+                           "--from-gather"})
+    gather_opt->excludes(app.get_option(name));
 
   try {
     app.parse(argc, argv);
@@ -98,17 +117,29 @@ int main(int argc, char** argv) {
     }
     const auto model = umem::umtopo::assemble(in);
     for (const auto& w : model.warnings) std::fprintf(stderr, "umtopo: warning: %s\n", w.c_str());
+    if (!gather.empty()) {
+      std::string rocminfo_why;
+      const auto rocminfo = umem::umtopo::run_rocminfo(rocminfo_why);
+      const auto m = umem::umtopo::write_gather(gather, umem::fs_root("/"), model.topo, rocminfo, rocminfo_why);
+      std::fprintf(stderr, "umtopo: gather written to %s (%zu inputs absent on this node, %zu unreadable)\n",
+                   gather.c_str(), m.absent.size(), m.unreadable.size());
+    }
     if (!capture.empty()) {
       umem::save_snapshot(model.topo, capture);
       std::fprintf(stderr, "umtopo: snapshot written to %s\n", capture.c_str());
     }
+    const auto findings = umem::umtopo::run_checks(model.topo);
+    if (!draw.empty()) {
+      umem::umtopo::write_drawing(draw, umem::umtopo::render_svg(model.topo, findings));
+      std::fprintf(stderr, "umtopo: drawing written to %s\n", draw.c_str());
+    }
     if (check->parsed()) {
-      const auto findings = umem::umtopo::run_checks(model.topo);
       std::cout << (json ? findings_json(findings) : umem::umtopo::render_findings(findings));
       return umem::umtopo::has_errors(findings) ? kExitFindings : 0;
     }
     std::cout << (json ? umem::snapshot_to_json(model.topo)
-                       : umem::umtopo::render_report(model.topo));
+                       : umem::umtopo::render_report(model.topo, verbose ? umem::umtopo::report_detail::full
+                                                                         : umem::umtopo::report_detail::summary));
     return 0;
   } catch (const umem::error& e) {
     std::fprintf(stderr, "umtopo: error: %s\n", e.what());

@@ -1,5 +1,8 @@
 #include "report.hpp"
 
+#include "report_summary.hpp"
+#include "report_text.hpp"
+
 #include <cstdio>
 #include <sstream>
 
@@ -17,28 +20,6 @@ constexpr std::uint64_t kGiB = kKiB * kKiB * kKiB;
 std::string yes_no(std::optional<bool> v) {
   if (!v) return "unknown";
   return *v ? "yes" : "no";
-}
-
-std::string percent(std::uint64_t part, std::uint64_t whole) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
-  return buf;
-}
-
-std::string count(std::size_t n, const char* noun) {
-  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
-}
-
-std::string pad(std::string s, std::size_t width) {
-  if (s.size() < width) s.append(width - s.size(), ' ');
-  return s;
-}
-
-std::string coherence_text(const memory_pool& p) {
-  if (!p.is_global()) return "-";
-  std::string c = to_string(p.coherence_kind());
-  if (p.is_kernarg()) c += "+kernarg";
-  return c;
 }
 
 void render_pools(std::ostringstream& out, const agent& a) {
@@ -64,12 +45,6 @@ std::string agent_title(const agent& a) {
   std::string t = a.name.empty() ? "(unnamed)" : a.name;
   if (!a.marketing_name.empty() && a.marketing_name != a.name) t += " (" + a.marketing_name + ")";
   return t;
-}
-
-// CUDA agents are named by their device ordinal; kfd_node is only their model key.
-std::string agent_label(const agent& a) {
-  if (a.cuda) return "CUDA device " + std::to_string(a.cuda->ordinal);
-  return "KFD node " + std::to_string(a.kfd_node);
 }
 
 void render_cuda_agent(std::ostringstream& out, const agent& a) {
@@ -183,18 +158,6 @@ void render_distances(std::ostringstream& out, const numa_topology& numa) {
   out << "\n";
 }
 
-std::string default_reason(runtime_state s) {
-  switch (s) {
-    case runtime_state::not_probed: return "no GPU runtime was probed";
-    case runtime_state::no_library: return "libhsa-runtime64 could not be loaded";
-    case runtime_state::no_driver: return "the amdgpu/KFD driver is absent";
-    case runtime_state::init_failed: return "hsa_init failed";
-    case runtime_state::available:
-    case runtime_state::imported: break;  // render_report words these itself
-  }
-  return "unknown";
-}
-
 void render_runtime(std::ostringstream& out, const hsa_system_info& hsa) {
   out << "Runtime: " << to_string(hsa.state);
   if (!hsa.state_reason.empty()) out << " (" << hsa.state_reason << ")";
@@ -281,22 +244,13 @@ std::string format_exact_bytes(std::uint64_t bytes) {
   return std::to_string(bytes) + " " + units[u];
 }
 
-std::string render_report(const topology& topo) {
+std::string render_report(const topology& topo, report_detail detail) {
+  if (detail == report_detail::summary) return render_summary(topo);
   std::ostringstream out;
   const auto sockets = apu_sockets(topo);
   const auto gpus = topo.gpus();
-  out << "umtopo: " << count(topo.numa.nodes.size(), "NUMA node") << ", " << count(topo.cpus().size(), "CPU agent")
-      << ", " << count(gpus.size(), "GPU agent");
-  if (!topo.hostname.empty()) out << " on " << topo.hostname;
-  out << "\n";
-  if (gpus.empty()) {
-    const bool runtime_ran = topo.hsa.state == runtime_state::available || topo.hsa.state == runtime_state::imported;
-    if (runtime_ran)
-      out << "no AMD GPU agent: the runtime (" << to_string(topo.hsa.state) << ") reports none\n";
-    else
-      out << "no AMD GPU runtime: "
-          << (topo.hsa.state_reason.empty() ? default_reason(topo.hsa.state) : topo.hsa.state_reason) << "\n";
-  }
+  out << headline(topo) << "\n";
+  if (gpus.empty()) out << no_gpu_text(topo) << "\n";
   out << "\n";
   if (sockets.empty()) out << "No NUMA node and no agent in the model.\n\n";
   for (const auto& s : sockets) render_socket(out, s);

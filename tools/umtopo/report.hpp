@@ -1,6 +1,10 @@
-// The human report of `umtopo`: one block per APU socket, then the NUMA distances, the runtime
-// state, the sources and how each GPU was placed on a NUMA node. Works for every partial model
-// (numactl only, rocminfo only, nothing at all) and says what is missing rather than guessing.
+// The human report of `umtopo`. Works for every partial model (numactl only, rocminfo only,
+// nothing at all) and says what is missing rather than guessing.
+// - summary (the default): one screen for a 4-socket node: one table row per GPU agent (or per
+//   socket without one), the pools once per set of agents that share them, the runtime state
+//   once, distances in one line where they are uniform.
+// - full (--verbose): one block per APU socket with every agent and pool, then the distance
+//   matrix, the runtime's attributes, the sources and the evidence of each GPU's NUMA node.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +15,9 @@
 
 namespace umem::umtopo {
 
-std::string render_report(const topology& topo);
+enum class report_detail { summary, full };
+
+std::string render_report(const topology& topo, report_detail detail = report_detail::full);
 
 // "125.2 GiB": bytes in GiB with one decimal, the unit every capacity in umtopo is shown in.
 std::string format_gib(std::uint64_t bytes);
