@@ -2,35 +2,50 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
-
 #include "capture_model.hpp"
+#include "support/golden.hpp"
 
 namespace umem::umtopo {
 namespace {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-// Note [Golden update switch]
-// UMEM_UPDATE_GOLDEN=1 (a test-only variable) rewrites the golden file from the current output
-// and fails the test, so an update is always deliberate and never passes silently; review the
-// diff against the captures before committing it.
 void expect_golden(const std::string& actual, const std::string& name) {
-  const auto path = std::filesystem::path(__FILE__).parent_path() / "golden" / name;
-  const char* update = std::getenv("UMEM_UPDATE_GOLDEN");
-  if (update != nullptr && std::string(update) == "1") {
-    std::ofstream(path, std::ios::binary) << actual;
-    FAIL() << "rewrote " << path << " (UMEM_UPDATE_GOLDEN=1): review it, then run again without the switch";
-  }
-  ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing: run once with UMEM_UPDATE_GOLDEN=1";
-  EXPECT_EQ(actual, test::read_text(path)) << "report differs from " << path
-                                           << "; if the change is intended, rerun with UMEM_UPDATE_GOLDEN=1";
+  test::expect_golden(actual, std::filesystem::path(__FILE__).parent_path() / "golden" / name);
 }
 
 TEST(Report, FourSocketCaptureMatchesGolden) {
   UMEM_REQUIRE_MI300A_4SOCKET(topo);
   expect_golden(render_report(topo), "mi300a_4socket_report.txt");
+}
+
+TEST(Report, FourSocketSummaryFitsOneScreen) {
+  UMEM_REQUIRE_MI300A_4SOCKET(topo);
+  const std::string r = render_report(topo, report_detail::summary);
+  expect_golden(r, "mi300a_4socket_summary.txt");
+  std::size_t lines = 0, widest = 0;
+  for (std::size_t at = 0, next; at < r.size(); at = next + 1, ++lines) {
+    next = r.find('\n', at);
+    if (next == std::string::npos) next = r.size();
+    if (!contains(r.substr(at, next - at), "Sources:")) widest = std::max(widest, next - at);
+  }
+  EXPECT_LE(lines, 24u) << r;
+  EXPECT_LE(widest, 100u) << "every line but the sources fits a 100-column terminal:\n" << r;
+  // One row per GPU agent with its socket's CPUs, memory and GPU-allocatable share (N:4,6; R:334).
+  EXPECT_TRUE(contains(r, "0    0-23,96-119 (48)    125.2 GiB   KFD 4    gfx942  -     yes 0000:02:00.0  94.1 GiB (75.1%)\n"))
+      << r;
+  EXPECT_TRUE(contains(r, "NUMA distances: 10 local, 32 remote\n")) << r;
+  EXPECT_TRUE(contains(r, "GPU agents, KFD nodes 4-7: coarse, extended_fine, fine 94.1 GiB; group 64 KiB\n")) << r;
+}
+
+TEST(Report, SummaryStatesAMissingRuntimeOnce) {
+  topology t;
+  t.hsa.state = runtime_state::no_driver;
+  t.hsa.state_reason = "/dev/kfd is absent";
+  t.gpu_backend = {"none", "/dev/kfd is absent and no CUDA driver"};
+  const std::string r = render_report(t, report_detail::summary);
+  EXPECT_TRUE(contains(r, "no AMD GPU runtime: /dev/kfd is absent\n")) << r;
+  EXPECT_EQ(r.find("/dev/kfd is absent"), r.rfind("/dev/kfd is absent")) << "said once:\n" << r;
 }
 
 TEST(Report, FourSocketCaptureHasEveryBlock) {

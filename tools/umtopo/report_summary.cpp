@@ -1,7 +1,6 @@
 #include "report_summary.hpp"
 
 #include <algorithm>
-#include <map>
 #include <sstream>
 
 #include "report.hpp"
@@ -39,7 +38,7 @@ struct columns {
 };
 
 void print_row(std::ostringstream& out, const columns& c) {
-  std::string line = pad(c.numa, 5) + pad(c.cpus, 20) + pad(c.memory, 11) + pad(c.gpu, 9) + pad(c.isa, 8) +
+  std::string line = pad(c.numa, 5) + pad(c.cpus, 20) + pad(c.memory, 12) + pad(c.gpu, 9) + pad(c.isa, 8) +
                      pad(c.xnack, 6) + pad(c.apu, 4) + pad(c.pci, 14) + c.allocatable;
   while (!line.empty() && line.back() == ' ') line.pop_back();
   out << line << "\n";
@@ -181,19 +180,21 @@ void render_distances(std::ostringstream& out, const numa_topology& numa) {
 void render_mapping(std::ostringstream& out, const topology& topo) {
   const auto gpus = topo.gpus();
   if (gpus.empty()) return;
-  std::map<std::string, std::vector<std::uint32_t>> by_method;
-  std::vector<std::string> unmapped;
+  // Grouped by outcome, so four GPUs placed alike take one clause.
+  std::vector<std::pair<std::string, std::vector<std::uint32_t>>> groups;
   for (const agent* g : gpus) {
     const auto it = std::find_if(topo.gpu_numa.begin(), topo.gpu_numa.end(),
                                  [&](const gpu_numa_binding& b) { return b.gpu_kfd_node == g->kfd_node; });
-    if (it == topo.gpu_numa.end()) unmapped.push_back(agent_label(*g) + " not mapped");
-    else if (!it->numa_node) unmapped.push_back(agent_label(*g) + " local to no NUMA node");
-    else by_method[it->method.empty() ? "an unnamed method" : it->method].push_back(g->kfd_node);
+    const std::string outcome = it == topo.gpu_numa.end() ? "not mapped"
+                                : !it->numa_node          ? "local to no NUMA node"
+                                                          : "by " + (it->method.empty() ? std::string("an unnamed method") : it->method);
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == outcome; });
+    if (group == groups.end()) group = groups.insert(groups.end(), {outcome, {}});
+    group->second.push_back(g->kfd_node);
   }
   std::vector<std::string> parts;
-  for (const auto& [method, nodes] : by_method)
-    parts.push_back(std::string(nodes.size() == 1 ? "KFD node " : "KFD nodes ") + format_id_ranges(nodes) + " by " + method);
-  parts.insert(parts.end(), unmapped.begin(), unmapped.end());
+  for (const auto& [outcome, nodes] : groups)
+    parts.push_back(std::string(nodes.size() == 1 ? "KFD node " : "KFD nodes ") + format_id_ranges(nodes) + " " + outcome);
   out << "GPU to NUMA: " << join(parts, "; ") << "\n";
 }
 
@@ -203,7 +204,9 @@ void render_runtime(std::ostringstream& out, const topology& topo) {
     out << no_gpu << "\n";
   } else {
     out << "Runtime: " << to_string(topo.hsa.state);
-    if (!topo.hsa.state_reason.empty()) out << " (" << topo.hsa.state_reason << ")";
+    // An import's reason names the file, which Sources already does.
+    if (!topo.hsa.state_reason.empty() && topo.hsa.state != runtime_state::imported)
+      out << " (" << topo.hsa.state_reason << ")";
     if (topo.hsa.version_major && topo.hsa.version_minor)
       out << ", HSA " << *topo.hsa.version_major << "." << *topo.hsa.version_minor;
     out << "\n";

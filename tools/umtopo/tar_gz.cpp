@@ -93,6 +93,7 @@ class reader {
  public:
   explicit reader(const std::filesystem::path& file) : file_(file), gz_(gzopen(file.c_str(), "rb")) {
     if (!gz_) throw_errno(errc::io_error, "cannot open " + file.string(), errno);
+    require_gzip();
   }
   // False at a clean end of data; throws for a truncated or corrupt stream.
   bool read(char* out, std::size_t n, bool end_ok) {
@@ -104,7 +105,8 @@ class reader {
     if (got == 0 && end_ok) return false;
     fail("truncated");
   }
-  // zlib reads a file that is not gzip as it is; a gather always is gzip.
+  // zlib reads a file that is not gzip as it is; a gather always is gzip. Right after gzopen,
+  // gzdirect looks at the first bytes to tell.
   void require_gzip() const {
     if (gzdirect(gz_.get()) != 0) fail("not gzip-compressed");
   }
@@ -154,8 +156,7 @@ std::vector<tar_entry> read_tar_gz(const std::filesystem::path& file) {
   std::vector<tar_entry> entries;
   std::uint64_t total = 0;
   header h{};
-  for (bool first = true; in.read(h.data(), kBlock, true); first = false) {
-    if (first) in.require_gzip();
+  while (in.read(h.data(), kBlock, true)) {
     if (std::all_of(h.begin(), h.end(), [](char c) { return c == '\0'; })) return entries;  // end marker
     std::uint64_t sum = 0, size = 0;
     if (!get_octal(h, kChecksum, sum) || sum != checksum(h)) in.fail("a tar header has a bad checksum");
