@@ -20,7 +20,7 @@ namespace {
 using umem::detail::format_id_ranges;
 using umem::detail::join;
 
-constexpr int kBoxW = 520, kGap = 90, kMargin = 30, kTitleH = 60, kLine = 18;
+constexpr int kBoxW = 600, kGap = 130, kMargin = 30, kTitleH = 60, kLine = 18;
 constexpr const char* kError = "#c62828";
 constexpr const char* kWarning = "#ef8f00";
 
@@ -139,8 +139,10 @@ std::string render_svg(const topology& topo, const std::vector<finding>& finding
         for (std::size_t c = 0; c < numa.nodes.size() && c < numa.distances[r].size(); ++c)
           if (numa.nodes[r].os_index == a && numa.nodes[c].os_index == b) d = numa.distances[r][c];
       const int x1 = at[i].x + kBoxW / 2, y1 = at[i].y + box_h / 2, x2 = at[j].x + kBoxW / 2, y2 = at[j].y + box_h / 2;
-      // Off the midpoint so the two diagonals of a 2x2 grid keep their labels apart.
-      const int lx = x1 + (x2 - x1) * 2 / 5, ly = y1 + (y2 - y1) * 2 / 5;
+      // A diagonal's label off the midpoint, so the two diagonals of a 2x2 grid keep theirs apart.
+      const bool diagonal = x1 != x2 && y1 != y2;
+      const int lx = x1 + (x2 - x1) * (diagonal ? 2 : 1) / (diagonal ? 5 : 2);
+      const int ly = y1 + (y2 - y1) * (diagonal ? 2 : 1) / (diagonal ? 5 : 2);
       svg << "<line x1=\"" << x1 << "\" y1=\"" << y1 << "\" x2=\"" << x2 << "\" y2=\"" << y2
           << "\" stroke=\"#7a7a7a\" stroke-width=\"2\"/>\n"
           << "<rect x=\"" << lx - 52 << "\" y=\"" << ly - 12 << "\" width=\"104\" height=\"18\" fill=\"#ffffff\"/>\n"
