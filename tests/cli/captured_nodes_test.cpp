@@ -7,16 +7,12 @@
 // naming it. umtopo runs in a folder of links to the captures, so the outputs name files, not
 // this machine's paths.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
-#include "support/fixtures.hpp"
+#include "support/command.hpp"
 #include "support/golden.hpp"
 
 namespace fs = std::filesystem;
@@ -25,21 +21,9 @@ namespace {
 
 const fs::path kCases = fs::path(__FILE__).parent_path() / "captures";
 
-struct run_result {
-  int status;
-  std::string out;
-};
-
-run_result run_in(const fs::path& dir, const std::string& args) {
-  const std::string cmd = "cd '" + dir.string() + "' && " + UMTOPO_PATH + " " + args + " 2>&1";
-  run_result r{};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) throw std::runtime_error("popen failed");
-  std::array<char, 4096> buf{};
-  for (std::size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), n);
-  const int raw = pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
+// stderr joins stdout: a warning printed for a capture is part of what is expected.
+umem::test::command_result run_in(const fs::path& dir, const std::string& args) {
+  return umem::test::run_command("cd '" + dir.string() + "' && " + UMTOPO_PATH + " " + args + " 2>&1");
 }
 
 class CapturedNode : public testing::TestWithParam<std::string> {};

@@ -1,37 +1,17 @@
 // `umtopo --gather` on this machine and `--from-gather` of it, as a user runs them.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
-#include "support/fixtures.hpp"
+#include "support/command.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct run_result {
-  int status;
-  std::string out, err;
-};
-
-run_result umtopo(const std::string& args) {
-  const fs::path err_file = fs::temp_directory_path() / ("umtopo_gather_err_" + std::to_string(getpid()));
-  const std::string cmd = std::string(UMTOPO_PATH) + " " + args + " 2>'" + err_file.string() + "'";
-  run_result r{};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) throw std::runtime_error("popen failed");
-  std::array<char, 4096> buf{};
-  for (std::size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), n);
-  const int raw = pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.err = umem::test::read_text(err_file);
-  fs::remove(err_file);
-  return r;
+umem::test::command_result umtopo(const std::string& args) {
+  return umem::test::run_command(std::string(UMTOPO_PATH) + " " + args);
 }
 
 fs::path temp(const std::string& name) { return fs::temp_directory_path() / (std::to_string(getpid()) + "_" + name); }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "support/command.hpp"
 #include "support/fixtures.hpp"
 #include "umem/core/snapshot.hpp"
 
@@ -14,26 +15,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct run_result {
-  int status;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using run_result = umem::test::command_result;
 
 run_result run_umtopo_env(const std::string& env, const std::string& args) {
-  const fs::path err_file = fs::temp_directory_path() / ("umtopo_err_" + std::to_string(getpid()));
-  const std::string cmd =
-      env + " " + std::string(UMTOPO_PATH) + " " + args + " 2>" + err_file.string();
-  run_result r{};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) throw std::runtime_error("popen failed");
-  std::array<char, 4096> buf{};
-  for (std::size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) r.out.append(buf.data(), n);
-  const int raw = pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.err = umem::test::read_text(err_file);
-  fs::remove(err_file);
-  return r;
+  return umem::test::run_command(env + " " + std::string(UMTOPO_PATH) + " " + args);
 }
 
 run_result run_umtopo(const std::string& args) { return run_umtopo_env("", args); }
