@@ -106,6 +106,8 @@ for t in "${targets[@]}"; do
   [ -n "$path" ] || { echo "run-vm-suite: $t is not built in $dir" >&2; exit 1; }
   echo "$path" >>"$programs"
 done
+# umtopo's default report is a summary table; check_umtopo below reads the full one.
+sed -i 's|/umtopo$|/umtopo --verbose|' "$programs"
 
 # --- Kernel and initramfs.
 cache=${UMEM_VM_CACHE:-$work/kernel}
