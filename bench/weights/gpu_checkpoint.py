@@ -3,16 +3,16 @@ written with save_pretrained) onto GPU 0 four ways, each in a process of its own
 page cache (read once before):
 
   from_pretrained       transformers' own loader, device_map="cuda" (PyTorch's allocator)
-  safetensors           safetensors.torch.load_file(device="cuda") for every shard, then
-                        from_pretrained(None, config=..., state_dict=...) (PyTorch's allocator)
-  umem                  umem.torch.enable() (default configuration), load_safetensors(device=
-                        "cuda"), then from_pretrained(None, config=..., state_dict=...)
-  umem load_into        umem.torch.enable(), the model built on the meta device, load_into()
+  safetensors           safetensors.torch.load_file(device="cuda") for every shard into a model
+                        built inside umem.torch.meta_parameters(), load_state_dict(assign=True)
+                        (PyTorch's allocator)
+  umem                  umem.torch.enable() (default configuration), the model built inside
+                        meta_parameters(), load_into(model, folder, device="cuda")
 
 Prints a markdown table: seconds to the tensors and to the model, peak extra host resident memory
 (VmHWM less VmRSS before, peak reset through /proc/self/clear_refs), GPU memory used afterwards
 (mem_get_info's drop) and at the peak (max_memory_reserved), how many parameters are not the
-loaded tensors themselves (copies), and whether the logits of a fixed input equal
+loaded tensors themselves (copies; the GPU memory used tells it for the loaders that assign), and whether the logits of a fixed input equal
 from_pretrained's (torch.equal). Needs a GPU, transformers and safetensors.
 
     python3 bench/weights/gpu_checkpoint.py [--layers N] [--dir DIR]
@@ -27,7 +27,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
-METHODS = ("from_pretrained", "safetensors", "umem", "umem load_into")
+METHODS = ("from_pretrained", "safetensors", "umem")
 
 
 def config(layers):
@@ -63,8 +63,8 @@ def status(key):
 
 def measure(method, folder, layers, logits_path):
     import torch
-    if method.startswith("umem"):
-        import umem.torch as ut
+    import umem.torch as ut
+    if method == "umem":
         ut.enable()
     import transformers
     from transformers import LlamaForCausalLM
@@ -78,25 +78,23 @@ def measure(method, folder, layers, logits_path):
     t0 = time.perf_counter()
     loaded = None
     if method == "from_pretrained":
-        model = LlamaForCausalLM.from_pretrained(folder, device_map="cuda", torch_dtype=torch.float32)
-        t_tensors = time.perf_counter() - t0
-    elif method == "umem load_into":
-        with torch.device("meta"):
-            model = LlamaForCausalLM(config(layers))
-        ut.load_into(model, folder, device="cuda")
+        model = LlamaForCausalLM.from_pretrained(folder, device_map="cuda", dtype=torch.float32)
         t_tensors = time.perf_counter() - t0
     else:
+        with ut.meta_parameters():
+            model = LlamaForCausalLM(config(layers))
         if method == "safetensors":
             from safetensors.torch import load_file
             loaded = {}
             for f in sorted(os.listdir(folder)):
                 if f.endswith(".safetensors"):
                     loaded.update(load_file(os.path.join(folder, f), device="cuda:0"))
+            t_tensors = time.perf_counter() - t0
+            model.load_state_dict(loaded, assign=True)
+            model.to("cuda")  # the computed buffers
         else:
-            loaded = ut.load_safetensors(folder, device="cuda")
-        t_tensors = time.perf_counter() - t0
-        model = LlamaForCausalLM.from_pretrained(None, config=config(layers), state_dict=loaded,
-                                                 torch_dtype=torch.float32).to("cuda")
+            ut.load_into(model, folder, device="cuda")
+            t_tensors = time.perf_counter() - t0
     torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     peak_rss = status("VmHWM") - rss_before

@@ -2,6 +2,7 @@
 CPU tensors on chosen NUMA nodes, and per-rank binding. docs/torch-bridge.md gives the semantics
 (ownership, alias validity, synchronization) precisely; read it before using the aliases.
 """
+import contextlib
 import ctypes
 import os
 import threading
@@ -349,8 +350,13 @@ def _stage_into_device(file, target, node, threads, direct_io):
     stream = torch.cuda.Stream(target)
     buffers, copied = [], [None, None]
     for _ in range(2):
-        b = torch.empty(chunk + align, dtype=torch.uint8, pin_memory=True)
-        buffers.append(b[(-b.data_ptr()) % align:][:chunk])
+        # Pinned blocks are page-aligned in practice; asking chunk + align would double the block
+        # (PyTorch's host allocator rounds sizes up to powers of two).
+        b = torch.empty(chunk, dtype=torch.uint8, pin_memory=True)
+        if b.data_ptr() % align:
+            b = torch.empty(chunk + align, dtype=torch.uint8, pin_memory=True)
+            b = b[(-b.data_ptr()) % align:][:chunk]
+        buffers.append(b)
     try:
         for i, at in enumerate(range(first, end, chunk)):
             k = i % 2
@@ -430,6 +436,30 @@ def load_safetensors(path, *, device="cpu", node=None, dtype=None, threads=None,
     return out
 
 
+@contextlib.contextmanager
+def meta_parameters():
+    """Inside this context every parameter a module registers goes to the meta device as it is
+    registered, so building a model costs no parameter memory, while the buffers it computes
+    (rotary frequencies, masks) stay real: the model to give load_into(). Each parameter exists
+    in real memory only until its module registers it. Uses PyTorch's global parameter
+    registration hook (PyTorch >= 2.0); the hook is removed on exit, also on an error."""
+    hooks = getattr(torch.nn.modules.module, "register_module_parameter_registration_hook", None)
+    if hooks is None:
+        raise UmemTorchError(f"umem.torch.meta_parameters(): PyTorch {torch.__version__} has no "
+                             "parameter registration hook (PyTorch >= 2.0 has)")
+
+    def to_meta(module, name, param):
+        if param is None or param.is_meta:
+            return None  # a tie (the same Parameter registered again) stays the same object
+        return torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+
+    handle = hooks(to_meta)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
 def load_into(model, path, *, strict=True, **options):
     """Fills `model` (built on the meta device, or anywhere) with the tensors of the safetensors
     checkpoint `path`: load_safetensors(path, **options), then every parameter and buffer the
@@ -439,7 +469,7 @@ def load_into(model, path, *, strict=True, **options):
     omits takes the tensor loaded for its twin. Non-persistent buffers (register_buffer(...,
     persistent=False), such as a rotary embedding's inv_freq) are never in a checkpoint: they keep
     their values and move to the loaded tensors' device; one left on the meta device is an error
-    naming it (the model must then compute it, e.g. built with only its parameters on meta).
+    naming it: build the model inside meta_parameters(), which leaves its buffers real.
     strict: the checkpoint must name every parameter and persistent buffer (twins aside) and
     nothing else, else UmemTorchError listing what is missing and what is unexpected. Returns
     `model`."""
@@ -460,9 +490,8 @@ def load_into(model, path, *, strict=True, **options):
     if on_meta:
         raise UmemTorchError(
             f"load_into(): the non-persistent buffers {on_meta} are on the meta device, and no "
-            "checkpoint holds them: build the model with only its parameters on meta, or let it "
-            "compute them (for a transformers model: from_pretrained(None, config=config, "
-            "state_dict=umem.torch.load_safetensors(path, device=...)))")
+            "checkpoint holds them: build the model inside `with umem.torch.meta_parameters():` "
+            "(only its parameters on meta, the buffers it computes real)")
     loaded = load_safetensors(path, **options)
     unexpected = sorted(set(loaded) - set(slots))
     covered = set(loaded)

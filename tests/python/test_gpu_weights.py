@@ -58,8 +58,8 @@ def test_dtype_converts_on_the_gpu(tmp_path):
 def test_a_large_file_never_sits_in_host_memory_on_a_discrete_gpu(tmp_path):
     if device_memory() != "device":
         pytest.skip("GPU 0 is unified: its tensors are host memory by design (one copy, in place)")
-    n = 1 << 28  # 1 GiB of float32
-    src = {"big": torch.arange(n, dtype=torch.float32), "tail": torch.ones(5)}
+    n = 1 << 28  # 1 GiB of int32
+    src = {"big": torch.arange(n, dtype=torch.int32), "tail": torch.ones(5)}
     path = write_safetensors(tmp_path / "big.safetensors", src)
     del src
     torch.cuda.synchronize()
@@ -103,5 +103,31 @@ def test_load_into_a_transformers_model_built_on_meta(tmp_path):
         pytest.fail(f"load_into refused a meta-built GPT-2: {e}")
     assert model.lm_head.weight is model.transformer.wte.weight
     ids = torch.arange(32, device="cuda").view(1, 32)
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, ref(ids).logits)
+
+
+def test_load_into_a_llama_built_with_meta_parameters_holds_the_weights_once(tmp_path):
+    """Llama computes non-persistent buffers (rotary inv_freq): meta_parameters() keeps them real
+    while the parameters cost nothing until load_into gives them the loaded tensors."""
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    config = transformers.LlamaConfig(hidden_size=128, intermediate_size=344, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2,
+                                      vocab_size=1024, max_position_embeddings=128)
+    torch.manual_seed(0)
+    ref = transformers.LlamaForCausalLM(config).eval()
+    ref.save_pretrained(tmp_path / "llama", safe_serialization=True)
+    ref = ref.cuda()
+    file_bytes = sum(f.stat().st_size for f in (tmp_path / "llama").glob("*.safetensors"))
+    with ut.meta_parameters():
+        model = transformers.LlamaForCausalLM(config).eval()
+    assert all(p.is_meta for p in model.parameters())
+    assert not any(b.is_meta for b in model.buffers())
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    ut.load_into(model, tmp_path / "llama", device="cuda")
+    grown = torch.cuda.memory_allocated() - before
+    assert file_bytes * 0.95 < grown < file_bytes * 1.05 + (1 << 20), (grown, file_bytes)
+    ids = torch.arange(48, device="cuda").view(1, 48)
     with torch.no_grad():
         assert torch.equal(model(ids).logits, ref(ids).logits)

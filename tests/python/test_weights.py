@@ -289,3 +289,17 @@ def test_the_c_abi_gives_a_files_layout_and_reads_any_range_of_it(tmp_path):
     if not torch.cuda.is_available():
         with pytest.raises(umem.UmemError, match=r"the topology has 0 GPU\(s\)"):
             ut._lib.take_json(lib.umem_torch_device_json(0))
+
+
+def test_meta_parameters_puts_only_parameters_on_meta_or_says_which_pytorch_it_needs():
+    if not hasattr(torch.nn.modules.module, "register_module_parameter_registration_hook"):
+        with pytest.raises(ut.UmemTorchError, match=r"PyTorch >= 2.0 has"):
+            with ut.meta_parameters():
+                pass
+        return
+    with ut.meta_parameters():
+        model = WithRotary()
+        tied = Tied()
+    assert model.proj.weight.is_meta and not model.inv_freq.is_meta
+    assert tied.head.weight is tied.embed.weight  # the tie survives registration
+    assert not torch.nn.Linear(2, 2).weight.is_meta  # the hook is gone after the context
