@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz) and runs each for a bounded time, seeded with the real
-# captures (and, for safetensors, umem's own seed headers). The seeds are copied into a temporary
-# directory; nothing is written into the repository.
+# captures (and umem's own seeds for safetensors headers, the KFD tree and UMEM_ALLOC_CONF). The
+# seeds are copied into a temporary directory; nothing is written into the repository.
 #
 # Usage: scripts/run-fuzzers.sh BUILD_DIR SECONDS_PER_TARGET
 #   BUILD_DIR  a build directory for fuzzing only (configured here with clang if new)
@@ -25,29 +25,41 @@ fi
 
 CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUMEM_BUILD_FUZZERS=ON -DUMEM_WERROR=ON >/dev/null
-cmake --build "$build" -j 2 --target fuzz_rocminfo fuzz_numactl fuzz_snapshot fuzz_safetensors \
-  fuzz_snapshot_seeds
+targets=(rocminfo numactl snapshot safetensors kfd_topology)
+# tests/fuzz/CMakeLists.txt says why a compiler may not build fuzz_alloc_conf.
+if grep -qs '^build fuzz_alloc_conf: phony' "$build/build.ninja"; then
+  targets+=(alloc_conf)
+else
+  echo "fuzz_alloc_conf: NOT RUN: $(${CXX:-clang++} --version | head -n 1) cannot build it" >&2
+fi
+cmake --build "$build" -j 2 --target "${targets[@]/#/fuzz_}" fuzz_snapshot_seeds
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/umem-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/rocminfo" "$work/numactl" "$work/snapshot" "$work/safetensors"
+for target in "${targets[@]}"; do mkdir -p "$work/$target"; done
 cp "$fixtures"/rocminfo* "$fixtures"/kfd_mem_banks_rocminfo* "$work/rocminfo/"
 cp "$fixtures"/numactl* "$work/numactl/"
 "$build/tests/fuzz/fuzz_snapshot_seeds" "$work/snapshot" "$work"/rocminfo/* "$work"/numactl/*
 # safetensors headers and an index, written for umem (tests/fuzz/safetensors_seeds).
 cp "$root"/tests/fuzz/safetensors_seeds/* "$work/safetensors/"
+# KFD: the captured properties dumps, and a small tree with mem_banks and io_links written for
+# umem (tests/fuzz/kfd_seeds; its format is in fuzz_kfd_topology.cpp).
+cp "$fixtures"/kfd_* "$root"/tests/fuzz/kfd_seeds/* "$work/kfd_topology/"
+[[ -d $work/alloc_conf ]] && cp "$root"/tests/fuzz/alloc_conf_seeds/* "$work/alloc_conf/"
 
 findings=$build/fuzz-findings
 mkdir -p "$findings"
 status=0
-for target in rocminfo numactl snapshot safetensors; do
+for target in "${targets[@]}"; do
   args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536
         -print_final_stats=1 -artifact_prefix="$findings/$target-")
   dict=$root/tests/fuzz/$target.dict
   [[ -f $dict ]] && args+=(-dict="$dict")
   log=$work/$target.log
   if "$build/tests/fuzz/fuzz_$target" "${args[@]}" "$work/$target" >"$log" 2>&1; then
-    echo "fuzz_$target: no finding in ${seconds}s ($(grep -m1 'stat::number_of_executed_units' "$log" | awk '{print $2}') runs)"
+    runs=$(grep -m1 'stat::number_of_executed_units' "$log" | awk '{print $2}')
+    corpus=$(find "$work/$target" -type f | wc -l)
+    echo "fuzz_$target: no finding in ${seconds}s ($runs runs, corpus $corpus inputs)"
   else
     echo "fuzz_$target: FINDING (input kept in $findings/)" >&2
     tail -n 60 "$log" >&2

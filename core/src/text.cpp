@@ -46,4 +46,38 @@ std::string join(const std::vector<int>& values, std::string_view sep) {
   return joined(values, sep, [](int v) { return std::to_string(v); });
 }
 
+std::size_t utf8_sequence(std::string_view s) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = byte(0);
+  if (c < 0x80) return 1;
+  std::size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // allowed range of the second byte
+  if (c >= 0xc2 && c <= 0xdf)
+    len = 2;
+  else if (c >= 0xe0 && c <= 0xef) {
+    len = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (s.size() < len || byte(1) < lo || byte(1) > hi) return 0;
+  for (std::size_t i = 2; i < len; ++i)
+    if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
+  return len;
+}
+
+bool is_utf8(std::string_view s) {
+  while (!s.empty()) {
+    const std::size_t len = utf8_sequence(s);
+    if (len == 0) return false;
+    s.remove_prefix(len);
+  }
+  return true;
+}
+
 }  // namespace umem::detail

@@ -120,6 +120,12 @@ scan_pass scan_nodes(const fs_root& root, const std::string& topology_dir) {
     node.properties = parse_kfd_properties(*text, origin);
     require_node_keys(node.properties, origin);
     node.name = root.read_line(node_dir + "/name").value_or("");
+    // The kernel writes an ASCII name; anything else would not survive a snapshot (which
+    // replaces bad bytes), so the model would differ from the tree it came from.
+    if (!umem::detail::is_utf8(node.name))
+      throw_error(errc::parse_error, root.resolve(node_dir + "/name").string() +
+                                         ": the node name is not UTF-8 text; the kernel writes "
+                                         "an ASCII name, so the file is damaged");
     node.gpu_id = read_number_file(root, node_dir + "/gpu_id").value_or(0);
     const bool complete =
         read_numbered_properties(root, node_dir + "/mem_banks", pass,

@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "umem/core/detail/text.hpp"
 #include "umem/core/error.hpp"
 
 namespace umem::importers::detail {
@@ -70,40 +71,11 @@ std::optional<std::uint64_t> parse_hex_u64(std::string_view s) {
   return parse_digits<std::uint64_t>(s, 16);
 }
 
-namespace {
-// Length of the valid UTF-8 sequence at the start of `s` (RFC 3629: no overlong forms, no
-// surrogates, nothing above U+10FFFF), or 0.
-std::size_t utf8_sequence(std::string_view s) {
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char c = byte(0);
-  if (c < 0x80) return 1;
-  std::size_t len = 0;
-  unsigned char lo = 0x80, hi = 0xbf;  // allowed range of the second byte
-  if (c >= 0xc2 && c <= 0xdf)
-    len = 2;
-  else if (c >= 0xe0 && c <= 0xef) {
-    len = 3;
-    if (c == 0xe0) lo = 0xa0;
-    if (c == 0xed) hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    len = 4;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;
-  } else {
-    return 0;
-  }
-  if (s.size() < len || byte(1) < lo || byte(1) > hi) return 0;
-  for (std::size_t i = 2; i < len; ++i)
-    if (byte(i) < 0x80 || byte(i) > 0xbf) return 0;
-  return len;
-}
-}  // namespace
-
 void require_utf8(const std::vector<text_line>& lines, const std::string& origin) {
   for (const auto& l : lines) {
     std::string_view rest = l.text;
     while (!rest.empty()) {
-      const std::size_t len = utf8_sequence(rest);
+      const std::size_t len = umem::detail::utf8_sequence(rest);
       if (len == 0)
         fail_at(origin, l.number,
                 "not valid UTF-8 at column " + std::to_string(l.text.size() - rest.size() + 1) +

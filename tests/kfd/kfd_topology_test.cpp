@@ -229,6 +229,7 @@ TEST(KfdTopology, MalformedFilesAreParseErrorsNamingFileAndLine) {
        node + "/properties:3:"},
       {node + "/properties", "cpu_cores_count 48\n", "no 'simd_count' line"},
       {node + "/gpu_id", "gpu7\n", node + "/gpu_id:1:"},
+      {node + "/name", "gfx\x95\x9a" "942\n", node + "/name: the node name is not UTF-8"},
       {topo + "/generation_id", "x\n", topo + "/generation_id:1:"},
       {node + "/mem_banks/0/properties", "heap_type 1\nsize_in_bytes 4096\n",
        node + "/mem_banks/0/properties: no 'flags' line"},

@@ -19,6 +19,11 @@ std::string hex(const void* p);
 // The parts with `sep` between them.
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 std::string join(const std::vector<int>& values, std::string_view sep);
+// Length of the valid UTF-8 sequence at the start of `s` (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), or 0; `s` must not be empty.
+std::size_t utf8_sequence(std::string_view s);
+// Every byte of `s` belongs to a valid UTF-8 sequence.
+bool is_utf8(std::string_view s);
 
 // Ids as ranges, "0-3,5,7-8": sorted, runs of consecutive ids collapsed (NUMA nodes, CPUs).
 template <class T>
