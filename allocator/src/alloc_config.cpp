@@ -450,7 +450,9 @@ resolved_limits resolve_limits(const alloc_options& options, const numa_topology
            "(e.g. 400GiB)");
     out.total_bytes = limit_bytes_of(*t, machine);
   }
-  for (const auto& [index, l] : options.limit_node) {
+  for (const auto& entry : options.limit_node) {
+    const int index = entry.first;  // not a structured binding: clang < 16 cannot capture one
+    const auto& l = entry.second;
     const std::string key = std::string(kNodeLimitKey) + std::to_string(index);
     const auto node = std::find_if(numa.nodes.begin(), numa.nodes.end(),
                                    [&](const numa_node& n) { return n.os_index == index; });

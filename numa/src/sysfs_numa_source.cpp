@@ -7,6 +7,7 @@
 
 #include "umem/core/error.hpp"
 #include "umem/core/detail/text.hpp"
+#include "umem/numa/node_meminfo.hpp"
 
 namespace umem::numa {
 namespace {
@@ -50,25 +51,6 @@ std::vector<unsigned> read_cpulist(const fs_root& root, const std::string& path)
     for (unsigned c = first; c <= last; ++c) cpus.push_back(c);
   }
   return cpus;
-}
-
-// "Node 0 MemTotal:  131269632 kB" -> bytes of the named field.
-std::optional<std::uint64_t> meminfo_field(const fs_root& root, const std::string& path, std::string_view field) {
-  const auto text = root.read(path);
-  if (!text) return std::nullopt;
-  std::string_view rest = *text;
-  while (!rest.empty()) {
-    const std::string_view line = rest.substr(0, rest.find('\n'));
-    rest.remove_prefix(std::min(rest.size(), line.size() + 1));
-    const auto at = line.find(field);
-    if (at == std::string_view::npos || line.substr(at + field.size()).find(':') != 0) continue;
-    std::string_view value = detail::trim(line.substr(at + field.size() + 1));
-    if (!value.ends_with(" kB")) throw_bad(root, path, line, "'<n> kB'");
-    std::uint64_t kib = 0;
-    if (!parse_number(detail::trim(value.substr(0, value.size() - 3)), kib)) throw_bad(root, path, line, "'<n> kB'");
-    return kib * 1024;
-  }
-  return std::nullopt;
 }
 
 // Bytes held in the node's huge page pools (hugepages/hugepages-<size>kB/nr_hugepages).
@@ -133,10 +115,10 @@ numa_topology read_sysfs_numa(const fs_root& root) {
     numa_node node;
     node.os_index = n;
     node.cpus = read_cpulist(root, dir + "/cpulist");
-    const std::uint64_t total = meminfo_field(root, dir + "/meminfo", "MemTotal").value_or(0);
+    const std::uint64_t total = node_meminfo_bytes(root, n, "MemTotal").value_or(0);
     const std::uint64_t huge = huge_page_bytes(root, dir);
     node.memory_total_bytes = total > huge ? total - huge : 0;
-    node.memory_free_bytes = meminfo_field(root, dir + "/meminfo", "MemFree");
+    node.memory_free_bytes = node_meminfo_bytes(root, n, "MemFree");
     node.package = package_of(root, node.cpus);
     out.nodes.push_back(std::move(node));
     rows.push_back(read_distance_row(root, dir + "/distance"));

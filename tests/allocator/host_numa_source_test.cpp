@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "umem/core/error.hpp"
+#include "umem/core/fs_root.hpp"
+#include "umem/numa/node_meminfo.hpp"
 
 namespace {
 
@@ -313,4 +315,26 @@ TEST(host_numa_source, decommit_frees_the_pages_and_keeps_the_policy) {
   EXPECT_NE(vm_flags_of(middle).find(" hg "), std::string::npos) << vm_flags_of(middle);
   middle[0] = 1;
   EXPECT_EQ(page_status(middle, 4096).at(0), 0);
+}
+
+// Note [The real end of a node]: a bound range larger than node 0 can give is refused before any
+// page is asked for (the kernel would OOM-kill instead of failing); a preferred one is the
+// kernel's to place elsewhere, so it is not refused (its pages are never touched here).
+TEST(host_numa_source, a_bound_range_past_what_the_node_can_give_is_out_of_memory) {
+  const auto room = umem::numa::node_obtainable_bytes(umem::fs_root("/"), 0);
+  if (!room) GTEST_SKIP() << "node 0 has no meminfo here";
+  const std::size_t ask = static_cast<std::size_t>(*room) + 256 * mib;
+  host_numa_source src;
+  try {
+    segment_guard g{src, src.allocate(ask, bind0, umem::coherence::fine)};
+    ADD_FAILURE() << "a bound " << ask << "-byte range was mapped on a node that can give " << *room;
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), umem::errc::out_of_memory) << e.what();
+    EXPECT_NE(std::string(e.what()).find("NUMA node(s) 0 can give"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("wakes the kernel's OOM killer"), std::string::npos);
+  }
+  segment_guard fits{src, src.allocate(64 * mib, bind0, umem::coherence::fine)};
+  EXPECT_EQ(fits.s.size, 64 * mib);
+  segment_guard pref{src, src.allocate(ask, {bind_mode::preferred, {0}}, umem::coherence::fine)};
+  EXPECT_GE(pref.s.size, ask);
 }

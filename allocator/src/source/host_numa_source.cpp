@@ -10,6 +10,8 @@
 #include "umem/allocator/source/os_memory.hpp"
 #include "umem/allocator/placement.hpp"
 #include "umem/core/error.hpp"
+#include "umem/core/fs_root.hpp"
+#include "umem/numa/node_meminfo.hpp"
 #include "umem/core/detail/log.hpp"
 
 namespace umem::alloc {
@@ -150,8 +152,31 @@ void host_numa_source::set_up(void* base, std::size_t size, segment& s) const {
     log().warn("host NUMA source: huge pages requested but unavailable ({})", e.what());
     s.huge_pages = false;
   }
+  if (s.binding.mode == bind_mode::bind) check_room(size, s.binding);
   os::bind(base, size, s.binding, mbind_flags(s.binding.mode));
   populate(base, size, s.binding);
+}
+
+// Note [The real end of a node] (node_meminfo.hpp): a strictly bound range the nodes cannot back
+// is refused here, as out_of_memory the pool and the spill policy can act on, because past this
+// point the kernel answers with its OOM killer instead of an error.
+void host_numa_source::check_room(std::size_t size, const node_binding& where) const {
+  const fs_root live("/");
+  std::uint64_t room = 0;
+  for (int node : where.nodes) {
+    const auto n = numa::node_obtainable_bytes(live, node);
+    if (!n) return;  // no meminfo (a container without sysfs): nothing to go by
+    room += *n;
+  }
+  if (size <= room) return;
+  constexpr std::uint64_t mib = 1 << 20;
+  throw_error(errc::out_of_memory,
+              "host NUMA source: NUMA node(s) " + format_node_set(where.nodes) + " can give " +
+                  std::to_string(room / mib) + " MiB more (MemFree + half the file pages + free " +
+                  "swap - the kernel's reserve, /sys/devices/system/node/node<N>/meminfo), less " +
+                  "than the " + std::to_string(size / mib) +
+                  " MiB asked; memory bound there past that point wakes the kernel's OOM killer " +
+                  "instead of failing");
 }
 
 void host_numa_source::populate(void* base, std::size_t size, const node_binding& where) const {

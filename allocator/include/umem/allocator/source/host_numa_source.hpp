@@ -15,7 +15,10 @@
 //    - map_populate: NOT mmap's MAP_POPULATE, which faults every page at mmap time, before mbind
 //      could apply. Instead madvise(MADV_POPULATE_WRITE) after mbind (Linux 5.14+), falling back
 //      to touch when the kernel answers EINVAL. Unlike touching, it reports a node that cannot
-//      back the range as an error (out_of_memory) instead of a SIGBUS or the OOM killer.
+//      back the range as an error instead of a SIGBUS where the kernel can fail it.
+//    Before steps 3-4 of a strict (bind) binding, the nodes' obtainable memory is checked: a range
+//    they cannot back is out_of_memory, since the kernel's answer to a bound range past a node's
+//    end is the OOM killer, never ENOMEM (Note [The real end of a node] in node_meminfo.hpp).
 // Any failure unmaps what was mapped before throwing, so nothing leaks.
 //
 // Growable segments (segment.hpp, Note [Growable segments]): allocate_growable() reserves the
@@ -74,6 +77,7 @@ class host_numa_source final : public upstream_source {
 
  private:
   void check_binding(const node_binding& where) const;
+  void check_room(std::size_t size, const node_binding& where) const;
   void populate(void* base, std::size_t size, const node_binding& where) const;
   void set_up(void* base, std::size_t size, segment& s) const;
 
