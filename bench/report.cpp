@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -31,6 +30,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "umem/core/detail/text.hpp"
 
 namespace {
 
@@ -368,20 +369,11 @@ std::string one_line(std::string s) {
   return s;
 }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
-  return buf;
-}
-
 std::string document(const results& r, const std::string& command, const std::string& settings) {
   const report rep(r);
   std::ostringstream d;
   d << "# umem allocator benchmarks\n\n"
-    << "Generated " << utc_now() << " by `" << command << "` (" << settings
+    << "Generated " << umem::detail::utc_now("%Y-%m-%d %H:%M UTC") << " by `" << command << "` (" << settings
     << "). Do not edit by hand: run the command again.\n\n"
     << "## Machine\n\n"
     << "- CPU: " << ctx(r, "cpu_model") << ", " << ctx(r, "online_cpus")

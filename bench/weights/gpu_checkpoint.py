@@ -27,6 +27,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+from load import status  # noqa: E402  (bench/weights/load.py: /proc/self/status in bytes)
+
 METHODS = ("from_pretrained", "safetensors", "umem")
 
 
@@ -51,14 +53,6 @@ def make(folder, layers):
             while fh.read(64 << 20):
                 pass
     return params, files, size
-
-
-def status(key):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    raise KeyError(key)
 
 
 def measure(method, folder, layers, logits_path):

@@ -1,6 +1,7 @@
 #include "umem/core/detail/text.hpp"
 
 #include <cstdio>
+#include <ctime>
 
 namespace umem::detail {
 namespace {
@@ -78,6 +79,14 @@ bool is_utf8(std::string_view s) {
     s.remove_prefix(len);
   }
   return true;
+}
+
+std::string utc_now(const char* format) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[64];
+  return std::string(buf, std::strftime(buf, sizeof buf, format, &tm));
 }
 
 }  // namespace umem::detail

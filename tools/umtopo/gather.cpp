@@ -5,25 +5,16 @@
 
 #include <array>
 #include <cstdio>
-#include <ctime>
 
 #include "gather_inputs.hpp"
 #include "tar_gz.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/options.hpp"
 #include "umem/core/snapshot.hpp"
+#include "umem/core/detail/text.hpp"
 
 namespace umem::umtopo {
 namespace {
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // Only what the runtime backends answered; the sysfs-derived parts are replayed from root/.
 topology runtime_answers(const topology& live) {
@@ -38,7 +29,7 @@ topology runtime_answers(const topology& live) {
 
 gather_manifest make_manifest(const raw_inputs& raw) {
   gather_manifest m;
-  m.date = utc_now();
+  m.date = umem::detail::utc_now("%Y-%m-%dT%H:%M:%SZ");
   utsname u{};
   if (uname(&u) == 0) {
     m.kernel_release = u.release;

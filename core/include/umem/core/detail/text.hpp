@@ -25,6 +25,9 @@ std::size_t utf8_sequence(std::string_view s);
 // Every byte of `s` belongs to a valid UTF-8 sequence.
 bool is_utf8(std::string_view s);
 
+// The current time in UTC, formatted by strftime's `format` ("%Y-%m-%dT%H:%M:%SZ").
+std::string utc_now(const char* format);
+
 // Ids as ranges, "0-3,5,7-8": sorted, runs of consecutive ids collapsed (NUMA nodes, CPUs).
 template <class T>
 std::string format_id_ranges(std::vector<T> ids) {
