@@ -8,9 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <shared_mutex>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "umem/allocator/detail/pool/caching_pool.hpp"
+#include "umem/allocator/detail/pool/reclaim_ladder.hpp"
 #include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/gpu/gpu_visible_source.hpp"
 #include "umem/allocator/source/host_numa_source.hpp"
@@ -109,6 +111,7 @@ struct allocator::impl {
   device_source_factory device_sources;
   std::deque<device_entry> devices;  // appended under pools_mutex
   std::vector<std::atomic<const device_entry*>> device_slots;  // by GPU index, set once
+  reclaim_hooks hooks;  // set before other threads use the allocator, then only read
 
   pool_config config() const {
     pool_config cfg;
@@ -229,6 +232,14 @@ struct allocator::impl {
 
   const pool_entry* first_pool() const { return owners.load(std::memory_order_acquire); }
 
+  // Rung 1 of the ladder, over every pool: a limit or the upstream may be shared.
+  std::size_t flush_thread_caches() {
+    std::size_t bytes = 0;
+    for (const pool_entry* e = first_pool(); e; e = e->next)
+      bytes += e->pool->flush_thread_caches();
+    return bytes;
+  }
+
   const pool_entry* owner_entry(const void* p) const {
     for (const pool_entry* e = first_pool(); e; e = e->next)
       if (e->pool->owns(p)) return e;
@@ -255,23 +266,6 @@ void check_device_limits(const alloc_options& options, const topology& topo) {
                   key + ": GPU " + std::to_string(device) +
                       " is unified: its device memory is its NUMA node's memory; limit that "
                       "with limit.node<N>");
-  }
-}
-
-void* take(caching_pool& pool, std::size_t bytes, const request& r) {
-  return r.own_segment ? pool.allocate_segment(bytes, r.headroom)
-                       : pool.allocate(bytes, r.headroom);
-}
-
-// Device memory never spills and is not held by other pools' caches (Note [Device placements]):
-// the pool has already trimmed itself and retried once, so what is left is to say where.
-void* allocate_on_device(caching_pool& pool, std::size_t bytes, const request& r) {
-  try {
-    return take(pool, bytes, r);
-  } catch (const error& e) {
-    if (e.code() != errc::out_of_memory) throw;
-    throw_error(errc::out_of_memory,
-                std::string("discrete GPU memory (never spilled to host memory): ") + e.what());
   }
 }
 
@@ -325,51 +319,57 @@ void* allocator::allocate(std::size_t bytes, const request& r) {
     const impl::route& route = impl_->default_route();
     if (!r.own_segment)
       if (void* p = route.home->allocate_cached(bytes)) return p;  // Note [Fast path]
-    if (route.device_memory) return allocate_on_device(*route.home, bytes, r);
-    return allocate_from(*route.home, route.resolved, route.kind, bytes, r);
+    return allocate_from(*route.home, route.device_memory ? nullptr : &route.resolved, route.kind,
+                         bytes, r);
   }
   const placement where = r.where.value_or(impl_->options.policy);
   if (where.kind == placement_kind::device)
     if (caching_pool* pool = impl_->device_for(where.index).pool.get())
-      return allocate_on_device(*pool, bytes, r);
+      return allocate_from(*pool, nullptr, coherence::coarse, bytes, r);
   const coherence kind = r.kind.value_or(where.kind == placement_kind::device
                                              ? impl_->options.device_kind
                                              : impl_->options.kind);
   const resolved_placement resolved = resolve_placement(where, impl_->options.spill, impl_->topo);
-  return allocate_from(impl_->pool_for(resolved.binding, kind), resolved, kind, bytes, r);
+  return allocate_from(impl_->pool_for(resolved.binding, kind), &resolved, kind, bytes, r);
 }
 
-void* allocator::allocate_from(caching_pool& home, const resolved_placement& resolved,
+// Note [Reclaim ladder] in reclaim_ladder.hpp: the one place a failed request climbs.
+void* allocator::allocate_from(caching_pool& home, const resolved_placement* resolved,
                                coherence kind, std::size_t bytes, const request& r) {
-  try {
-    try {
-      return take(home, bytes, r);
-    } catch (const error& e) {
-      // The pool already trimmed itself and retried; a limit may still be held by other pools'
-      // caches, so release those too and retry once more.
-      if (e.code() != errc::out_of_memory || trim() == 0) throw;
-      return take(home, bytes, r);
-    }
-  } catch (const error& e) {
-    if (e.code() != errc::out_of_memory || resolved.spill_nodes.empty()) throw;
-    // Spill: the nearest nodes by distance, in order (spill policy warn/allow).
-    for (int node : resolved.spill_nodes) {
-      try {
-        void* p = take(impl_->pool_for({bind_mode::bind, {node}}, kind), bytes, r);
+  auto headroom = [&r] { return r.headroom ? r.headroom() : caching_pool::unbounded; };
+  reclaim_rungs rungs;
+  rungs.attempt = [&] { return home.try_allocate(bytes, headroom(), r.own_segment); };
+  rungs.thread_caches = [this] { return impl_->flush_thread_caches(); };
+  const reclaim_hooks& hooks = impl_->hooks;
+  if (!hooks.may_reclaim || hooks.may_reclaim()) {
+    rungs.stream_blocks = hooks.release_stream_blocks;
+    rungs.trim = [this] { return trim(); };
+  }
+  rungs.retried = [&home] { home.count_retry(); };
+  // Device memory never spills (Note [Device placements]).
+  if (resolved && !resolved->spill_nodes.empty())
+    rungs.spill = [&]() -> attempt_result {
+      for (int node : resolved->spill_nodes) {
+        attempt_result a = impl_->pool_for({bind_mode::bind, {node}}, kind)
+                               .try_allocate(bytes, headroom(), r.own_segment);
+        if (!a.p) continue;
         home.count_spill();
         if (impl_->options.spill == spill_policy::warn)
-          log().warn("spilled {} bytes from {} to NUMA node {}: {}", bytes,
-                     pool_name(resolved.binding, kind), node, e.what());
-        return p;
-      } catch (const error& spill_error) {
-        if (spill_error.code() != errc::out_of_memory) throw;
+          log().warn("spilled {} bytes from {} to NUMA node {}: {} ran out", bytes,
+                     pool_name(resolved->binding, kind), node, home.describe());
+        return a;
       }
-    }
-    throw_error(errc::out_of_memory,
-                std::string(e.what()) + "; spilling to nodes " +
-                    format_node_set(resolved.spill_nodes) + " failed too");
-  }
+      return {nullptr, "spilling to nodes " + format_node_set(resolved->spill_nodes) +
+                           " failed too"};
+    };
+  reclaim_report own;
+  const attempt_result a = climb(rungs, r.report ? *r.report : own);
+  if (a.p) return a.p;
+  home.throw_out_of_memory(
+      bytes, a.why, resolved ? "" : "discrete GPU memory (never spilled to host memory): ");
 }
+
+void allocator::set_reclaim_hooks(reclaim_hooks hooks) { impl_->hooks = std::move(hooks); }
 
 void allocator::deallocate(void* p) {
   if (p == nullptr) return;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "allocator/fake_upstream.hpp"
+#include "allocator/four_node_fixture.hpp"
 #include "allocator/mi300a_double_fixture.hpp"
 #include "umem/allocator/allocator.hpp"
 #include "umem/allocator/gpu/no_gpu_mapper.hpp"
@@ -18,28 +19,9 @@ namespace {
 using namespace umem::alloc;
 using umem::errc;
 using umem::alloc::test::fake_upstream;
+using umem::alloc::test::four_node_allocator;
 
 constexpr std::size_t MiB = 1u << 20;
-
-// A 4-node model shaped like a 4-socket MI300A (10/32), with no GPU runtime.
-umem::topology four_nodes() {
-  umem::topology t;
-  for (int n = 0; n < 4; ++n) t.numa.nodes.push_back({n, {unsigned(n)}, 128ull << 30, {}, n});
-  t.numa.distances = {{10, 32, 32, 32}, {32, 10, 32, 32}, {32, 32, 10, 32}, {32, 32, 32, 10}};
-  return t;
-}
-
-// A fake upstream per test that records each segment's binding.
-struct four_node_allocator {
-  fake_upstream* upstream = nullptr;
-  std::unique_ptr<allocator> a;
-  explicit four_node_allocator(const std::string& conf, std::size_t capacity = 0) {
-    auto up = std::make_unique<fake_upstream>(capacity, 2 * MiB, 4096);
-    upstream = up.get();
-    a = std::make_unique<allocator>(parse_alloc_conf(conf), four_nodes(), std::move(up),
-                                    std::make_unique<no_gpu_mapper>("test: no GPU"));
-  }
-};
 
 template <typename F>
 umem::error expect_error(F&& f, errc code) {

@@ -271,7 +271,9 @@ TEST(caching_pool, limit_trims_the_cache_first_then_fails_without_calling_upstre
   EXPECT_EQ(up.allocate_calls(), 3u);  // the upstream was never asked
   const pool_stats s = pool.stats();
   EXPECT_EQ(s[counter::num_ooms], 1);
-  EXPECT_EQ(s[counter::num_alloc_retries], 0);
+  // The retry after trimming for r counts, as PyTorch counts one after a fraction refusal; the
+  // failed call had nothing to trim and made none.
+  EXPECT_EQ(s[counter::num_alloc_retries], 1);
   EXPECT_EQ(cur(s, metric::allocation), 2);
   pool.deallocate(p);
   pool.deallocate(r);

@@ -8,51 +8,17 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
 
-#include "allocator/fake_upstream.hpp"
-#include "umem/allocator/allocator.hpp"
-#include "umem/allocator/gpu/no_gpu_mapper.hpp"
-#include "umem/core/error.hpp"
+#include "torch_bridge/bridge_fixture.hpp"
 #include "umem/torch_bridge/bridge.hpp"
 
 namespace {
 
 using namespace umem;
-using umem::alloc::test::fake_upstream;
-
-topology one_node() {
-  topology t;
-  t.numa.nodes.push_back({0, {0u}, 64ull << 30, {}, 0});
-  t.numa.distances = {{10}};
-  return t;
-}
-
-// An event that completes on its third query after a record: blocks that wait for one really
-// wait, and are released by a later malloc's or empty_cache's query.
-class counting_event final : public alloc::stream_event {
- public:
-  void record(void*) override { queries_ = 0; }
-  bool query() override { return ++queries_ >= 3; }
-  void synchronize() override { queries_ = 3; }
-
- private:
-  int queries_ = 3;  // nothing recorded: complete
-};
-
-struct fixture {
-  std::unique_ptr<torch_bridge::bridge> b;
-  fixture() {
-    auto a = std::make_unique<alloc::allocator>(
-        alloc::alloc_options{}, one_node(), std::make_unique<fake_upstream>(0, 2 << 20, 4096),
-        std::make_unique<alloc::no_gpu_mapper>("test: no GPU"));
-    b = std::make_unique<torch_bridge::bridge>(
-        std::move(a), [](int) { return std::make_unique<counting_event>(); }, true, "");
-  }
-};
+using umem::torch_bridge::test::fixture;
 
 void* stream_of(int i) { return reinterpret_cast<void*>(std::uintptr_t{0x1000} * (i + 1)); }
 

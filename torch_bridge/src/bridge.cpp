@@ -93,8 +93,7 @@ bridge::bridge(const alloc::alloc_options& options, event_factory events) {
   alloc_ = std::make_unique<alloc::allocator>(options, std::move(m));
   if (!events && backend->has_stream_events())
     events = [backend](int device) { return backend->make_stream_event(device); };
-  cache_ = std::make_unique<stream_ordered_cache>(
-      std::move(events), [this](const held_block& b, bool shared) { released(b, shared); });
+  attach(std::move(events));
   log().info("umem torch bridge: backend {} ({}), stream events: {}", backend->name(),
              backend->reason(), backend->has_stream_events() ? "yes" : "no");
 }
@@ -104,8 +103,16 @@ bridge::bridge(std::unique_ptr<alloc::allocator> a, event_factory events,
     : alloc_(std::move(a)),
       host_memory_gpu_accessible_(host_memory_gpu_accessible),
       no_gpu_reason_(std::move(no_gpu_reason)) {
+  attach(std::move(events));
+}
+
+void bridge::attach(event_factory events) {
   cache_ = std::make_unique<stream_ordered_cache>(
       std::move(events), [this](const held_block& b, bool shared) { released(b, shared); });
+  // The ladder's second rung is this bridge's (Note [Reclaim ladder] in reclaim_ladder.hpp); like
+  // PyTorch's caching allocator, neither waits for streams nor trims during a graph capture.
+  alloc_->set_reclaim_hooks({[this] { return release_held(false); },
+                             [this] { return captures_.load() == 0; }});
 }
 
 bridge::~bridge() = default;
@@ -211,40 +218,39 @@ void bridge::throw_oom(std::size_t bytes, int device, const std::string& detail)
                   detail);
 }
 
-void* bridge::allocate_with_retry(std::size_t bytes, alloc::request r, int device,
-                                  std::optional<std::uint64_t> cap) {
-  for (int attempt = 0;; ++attempt) {
-    // Note [Memory fraction]: what the cap leaves is the most this attempt may add to what is
-    // reserved (Note [Headroom] in caching_pool.hpp), so a refused request reserves nothing.
-    std::int64_t reserved = 0;
-    if (cap) {
+void* bridge::allocate_capped(std::size_t bytes, alloc::request r, int device,
+                              std::optional<std::uint64_t> cap) {
+  // Note [Memory fraction]: what the cap leaves is the most each attempt of the ladder may add to
+  // what is reserved (Note [Headroom] in caching_pool.hpp), so a refused request reserves nothing.
+  std::int64_t reserved = 0;
+  if (cap)
+    r.headroom = [&] {
       reserved = reserved_for_cap(device);
       const auto limit = static_cast<std::int64_t>(*cap);
-      r.headroom = limit > reserved ? static_cast<std::size_t>(limit - reserved) : 0;
-    }
-    try {
-      return alloc_->allocate(bytes, r);
-    } catch (const error& e) {
-      if (e.code() != errc::out_of_memory) throw;
-      if (attempt == 1)
-        throw_oom(bytes, device,
-                  cap ? "the memory fraction caps device " + std::to_string(device) + " at " +
-                            std::to_string(*cap) +
-                            " bytes reserved (torch.cuda.set_per_process_memory_fraction), " +
-                            std::to_string(reserved) +
-                            " are reserved, even after the cache was given back: " + e.what()
-                      : std::string(e.what()));
-      std::lock_guard lock(mutex_);
-      ++usage_[device].num_alloc_retries;
-      ++total_.num_alloc_retries;
-    }
-    // Like PyTorch's caching allocator: wait for the streams that still use freed blocks, give
-    // everything cached back, and try once more; during a capture neither (PyTorch releases its
-    // cache only while no capture is underway: giving device pages back synchronizes).
-    if (captures_.load() == 0) {
-      release_held(false);
-      alloc_->trim();
-    }
+      return limit > reserved ? static_cast<std::size_t>(limit - reserved) : std::size_t{0};
+    };
+  alloc::reclaim_report report;
+  r.report = &report;
+  auto count_retries = [&] {
+    if (report.retries == 0) return;
+    std::lock_guard lock(mutex_);
+    usage_[device].num_alloc_retries += report.retries;
+    total_.num_alloc_retries += report.retries;
+  };
+  try {
+    void* p = alloc_->allocate(bytes, r);
+    count_retries();
+    return p;
+  } catch (const error& e) {
+    count_retries();
+    if (e.code() != errc::out_of_memory) throw;
+    throw_oom(bytes, device,
+              cap ? "the memory fraction caps device " + std::to_string(device) + " at " +
+                        std::to_string(*cap) +
+                        " bytes reserved (torch.cuda.set_per_process_memory_fraction), " +
+                        std::to_string(reserved) +
+                        " are reserved, even after the cache was given back: " + e.what()
+                  : std::string(e.what()));
   }
 }
 
@@ -277,7 +283,7 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
     if (capped_devices_.load(std::memory_order_relaxed) != 0)
       if (auto it = usage_.find(device); it != usage_.end()) cap = it->second.cap_bytes;
   }
-  void* p = allocate_with_retry(reported, request_for(device), device, cap);
+  void* p = allocate_capped(reported, request_for(device), device, cap);
   std::lock_guard lock(mutex_);
   account_allocate(device, reported, bytes, false);
   live_[p] = live_block{bytes, reported, device, stream, {}};
@@ -333,7 +339,7 @@ void* bridge::allocate_host(std::size_t bytes, int node) {
   alloc::request r;
   if (node >= 0) r.where = alloc::placement{alloc::placement_kind::node, node, {}};
   const std::size_t reported = pytorch_size(bytes);
-  void* p = allocate_with_retry(reported, r, -1);
+  void* p = allocate_capped(reported, r, -1);
   std::lock_guard lock(mutex_);
   account_allocate(-1, reported, bytes, false);
   live_[p] = live_block{bytes, reported, -1, nullptr, {}};
@@ -347,7 +353,7 @@ void* bridge::allocate_segment(std::size_t bytes, int device) {
   // PyTorch caches and counts these segments itself (allocator.hpp, request::own_segment).
   alloc::request r = request_for(device);
   r.own_segment = true;
-  void* p = allocate_with_retry(bytes, r, device);
+  void* p = allocate_capped(bytes, r, device);
   const std::size_t usable = alloc_->allocation_size(p);
   std::lock_guard lock(mutex_);
   lent_[p] = {usable, device};
@@ -380,9 +386,9 @@ void bridge::set_external_reserved(int device, std::uint64_t bytes) {
   usage_[device].external_bytes = static_cast<std::int64_t>(bytes);
 }
 
-void bridge::release_held(bool synchronized) {
+std::size_t bridge::release_held(bool synchronized) {
   std::lock_guard lock(mutex_);
-  cache_->release_all(synchronized);
+  return cache_->release_all(synchronized);
 }
 
 void bridge::capture_begin() { captures_.fetch_add(1); }

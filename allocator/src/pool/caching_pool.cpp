@@ -106,6 +106,11 @@ void caching_pool::change(metric m, size_class c, std::int64_t delta) {
   }
 }
 
+std::size_t caching_pool::reserved_now() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<std::size_t>(stats_(metric::reserved_bytes, size_class::all).current);
+}
+
 std::size_t caching_pool::cached_bytes() const {
   return static_cast<std::size_t>(stats_(metric::reserved_bytes, size_class::all).current -
                                   stats_(metric::allocated_bytes, size_class::all).current);
@@ -120,10 +125,22 @@ std::string caching_pool::stats_summary() const {
   return s.str();
 }
 
-void caching_pool::fail_out_of_memory(std::size_t request, const std::string& why) {
-  throw_error(errc::out_of_memory, "umem pool " + describe() + ": out of memory allocating " +
-                                       std::to_string(request) + " bytes: " + why + "; " +
-                                       stats_summary());
+void caching_pool::throw_out_of_memory(std::size_t request, const std::string& why,
+                                       const std::string& context) {
+  std::string summary;
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_[counter::num_ooms];
+    summary = stats_summary();
+  }
+  throw_error(errc::out_of_memory, context + "umem pool " + describe() +
+                                       ": out of memory allocating " + std::to_string(request) +
+                                       " bytes: " + why + "; " + summary);
+}
+
+void caching_pool::count_retry() {
+  std::lock_guard lock(mutex_);
+  ++stats_[counter::num_alloc_retries];
 }
 
 caching_pool::sizing caching_pool::size_request(std::size_t bytes, bool own_segment) const {
@@ -169,63 +186,72 @@ class caching_pool::headroom_scope {
   caching_pool& pool_;
 };
 
-void* caching_pool::allocate(std::size_t bytes, std::size_t headroom) {
-  // The fast path first: sizes a thread cache may hold need none of the checks below.
-  if (void* p = allocate_cached(bytes)) return p;
-  const auto [rounded, c, segment_bytes] = size_request(bytes, false);
-
-  // Counted once, for the attempt that finally fails (allocate_locked may be tried twice).
-  auto failed = [&](const error& e) {
-    if (e.code() == errc::out_of_memory) count_oom();
+// Note [Reclaim ladder] over this pool alone: its thread caches, then its trim.
+void* caching_pool::climb_alone(std::size_t bytes, std::size_t headroom, bool own_segment) {
+  // Note [Headroom]: the bound is the reserved bytes when the call starts plus the headroom, so
+  // what a rung gives back widens what the retry may add.
+  const std::size_t start = reserved_now();
+  const std::size_t cap = headroom > unbounded - start ? unbounded : start + headroom;
+  reclaim_rungs rungs;
+  rungs.attempt = [&] {
+    const std::size_t room = cap == unbounded ? unbounded : cap - std::min(cap, reserved_now());
+    return try_allocate(bytes, room, own_segment);
   };
+  rungs.thread_caches = [this] { return flush_thread_caches(); };
+  rungs.trim = [this] { return trim(); };
+  rungs.retried = [this] { count_retry(); };
+  reclaim_report report;
+  attempt_result a = climb(rungs, report);
+  if (!a.p) throw_out_of_memory(bytes, a.why);
+  return a.p;
+}
+
+void* caching_pool::allocate(std::size_t bytes, std::size_t headroom) {
+  if (void* p = allocate_cached(bytes)) return p;  // Note [Fast path]
+  return climb_alone(bytes, headroom, false);
+}
+
+void* caching_pool::allocate_segment(std::size_t bytes, std::size_t headroom) {
+  return climb_alone(bytes, headroom, true);
+}
+
+attempt_result caching_pool::try_allocate(std::size_t bytes, std::size_t headroom,
+                                          bool own_segment) {
+  if (!own_segment)
+    if (void* p = allocate_cached(bytes)) return {p, {}};
+  const sizing z = size_request(bytes, own_segment);
+  if (own_segment) return try_own_segment(bytes, z, headroom);
   // Note [Thread cache]: a big request the thread's bins could not serve gives their big blocks
   // back, so that this request (and the pool's merging) can use them.
   std::array<block*, thread_cache::big_bins> returned;
   std::size_t n_returned = 0;
-  if (thread_cache::is_big(rounded))
+  if (thread_cache::is_big(z.rounded))
     if (thread_cache* mine = threads_->mine()) n_returned = mine->return_big(returned);
-  handout h;
-  try {
-    h = allocate_locked(bytes, rounded, c, segment_bytes, headroom,
-                        std::span<block* const>(returned.data(), n_returned));
-  } catch (const error& first) {
-    // Blocks in threads' caches may make a segment free (Note [Fast path]).
-    if (first.code() != errc::out_of_memory || !threads_->enabled() ||
-        flush_thread_caches() == 0) {
-      failed(first);
-      throw;
-    }
-    try {
-      h = allocate_locked(bytes, rounded, c, segment_bytes, headroom);
-    } catch (const error& second) {
-      failed(second);
-      throw;
-    }
-  }
+  std::string why;
+  const handout h = allocate_locked(bytes, z, headroom,
+                                    std::span<block* const>(returned.data(), n_returned), why);
+  if (!h.b) return {nullptr, std::move(why)};
   if (thread_cache* mine = threads_->mine()) mine->remember(h.b, h.ticket, bytes);
-  return reinterpret_cast<void*>(h.b->address);
+  return {reinterpret_cast<void*>(h.b->address), {}};
 }
 
-void caching_pool::count_oom() {
-  std::lock_guard lock(mutex_);
-  ++stats_[counter::num_ooms];
-}
-
-caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size_t rounded,
-                                                    size_class c, std::size_t segment_bytes,
+caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, const sizing& z,
                                                     std::size_t headroom,
-                                                    std::span<block* const> returned) {
+                                                    std::span<block* const> returned,
+                                                    std::string& why) {
+  const size_class c = z.pool;
   std::lock_guard lock(mutex_);
   const headroom_scope bound(*this, headroom);
   for (block* r : returned) release_cached(r);
   free_list& list = list_of(c);
-  block* b = list.best_fit(rounded);
+  block* b = list.best_fit(z.rounded);
   if (b) {
-    list.take(b, rounded);
+    list.take(b, z.rounded);
     ++stats_[counter::cache_hits];
   } else {
     if (c == size_class::large_pool) make_room();
-    b = new_segment_block(rounded, segment_bytes, c, bytes);
+    b = new_segment_block(z.rounded, z.segment_bytes, c, why);
+    if (!b) return {};
   }
   try {
     insert_live(b, live_block{b, c, false});
@@ -241,13 +267,24 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, std::size
     const std::uintptr_t end = (b->address + b->size + g - 1) / g * g;
     if (const std::size_t more = recommit_bytes(rec, begin, end); more != 0) {
       make_room();
-      try {
-        if (over_limit(more))
-          fail_out_of_memory(bytes, limit_text(more, "reusing given-back pages"));
-        recommit(rec, begin, end);
-      } catch (...) {
+      auto undo = [&] {
         live_.erase(b->address);
         list.release(b);
+      };
+      if (over_limit(more)) {
+        why = limit_text(more, "reusing given-back pages");
+        undo();
+        return {};
+      }
+      try {
+        recommit(rec, begin, end);
+      } catch (const error& e) {
+        undo();
+        if (e.code() != errc::out_of_memory) throw;
+        why = std::string("the upstream could not take back given-back pages (") + e.what() + ")";
+        return {};
+      } catch (...) {
+        undo();
         throw;
       }
     }
@@ -278,35 +315,36 @@ caching_pool::handout caching_pool::hand_out(block* b, size_class c, std::size_t
   return {b, t};
 }
 
-void* caching_pool::allocate_segment(std::size_t bytes, std::size_t headroom) {
-  const sizing z = size_request(bytes, true);
+attempt_result caching_pool::try_own_segment(std::size_t bytes, const sizing& z,
+                                             std::size_t headroom) {
   const size_class c = z.pool;
   std::lock_guard lock(mutex_);
   const headroom_scope bound(*this, headroom);
+  std::string why;
+  const std::optional<segment> seg = obtain_segment(z.segment_bytes, false, why);
+  if (!seg) return {nullptr, std::move(why)};
+  block* first = add_segment(*seg, c);
+  block* b = large_.take(first, seg->size);
   try {
-    const segment seg = obtain_segment(z.segment_bytes, bytes, false);
-    block* first = add_segment(seg, c);
-    block* b = large_.take(first, seg.size);
-    try {
-      insert_live(b, live_block{b, c, true});
-    } catch (...) {
-      large_.release(b);
-      release_segment(b, c);
-      throw;
-    }
-    return reinterpret_cast<void*>(hand_out(b, c, bytes).b->address);
-  } catch (const error& e) {
-    if (e.code() == errc::out_of_memory) ++stats_[counter::num_ooms];
+    insert_live(b, live_block{b, c, true});
+  } catch (...) {
+    large_.release(b);
+    release_segment(b, c);
     throw;
   }
+  return {reinterpret_cast<void*>(hand_out(b, c, bytes).b->address), {}};
 }
 
 block* caching_pool::new_segment_block(std::size_t block_bytes, std::size_t segment_bytes,
-                                       size_class c, std::size_t request) {
+                                       size_class c, std::string& why) {
   const bool expandable = c == size_class::large_pool && config_.expandable_segments;
-  if (expandable)
-    if (block* b = grow_block(block_bytes, request)) return b;
-  const segment seg = obtain_segment(segment_bytes, request, expandable);
+  if (expandable) {
+    if (block* b = grow_block(block_bytes, why)) return b;
+    if (!why.empty()) return nullptr;  // the growth ran out: no second upstream call
+  }
+  const std::optional<segment> got = obtain_segment(segment_bytes, expandable, why);
+  if (!got) return nullptr;
+  const segment& seg = *got;
   block* first = add_segment(seg, c);
   // The newest reservation is the one with room left (Note [Expandable segments]).
   if (expandable && seg.reserved_size > seg.size) growable_ = address_of(seg.base);
@@ -363,50 +401,29 @@ std::string caching_pool::limit_text(std::size_t more, const char* what) const {
          " bytes (limit_bytes); free memory or raise the limit";
 }
 
-block* caching_pool::grow_block(std::size_t block_bytes, std::size_t request) {
+block* caching_pool::grow_block(std::size_t block_bytes, std::string& why) {
+  if (growable_ == 0) return nullptr;
   // The growth the request needs: what the free tail block of the growable segment lacks,
-  // rounded like a new segment; nullopt when there is no growable segment (any more).
-  auto needed = [&]() -> std::optional<std::pair<block*, std::size_t>> {
-    if (growable_ == 0) return std::nullopt;
-    block* last = segments_.at(growable_).first;
-    while (last->next) last = last->next;
-    const std::size_t have = last->allocated ? 0 : last->size;
-    const std::size_t r = config_.large_segment_rounding;
-    return std::pair{last, (block_bytes - have + r - 1) / r * r};
-  };
-  auto need = needed();
-  if (!need) return nullptr;
-  if (over_limit(need->second)) {
-    release_free_segments(0);
-    need = needed();  // the growable segment itself may have been fully free and released
-    if (!need) return nullptr;
-    if (over_limit(need->second))
-      fail_out_of_memory(request, limit_text(need->second, "growing the expandable segment"));
+  // rounded like a new segment.
+  block* last = segments_.at(growable_).first;
+  while (last->next) last = last->next;
+  const std::size_t have = last->allocated ? 0 : last->size;
+  const std::size_t r = config_.large_segment_rounding;
+  const std::size_t need = (block_bytes - have + r - 1) / r * r;
+  if (over_limit(need)) {
+    why = limit_text(need, "growing the expandable segment");
+    return nullptr;
   }
   segment& seg = segments_.at(growable_).seg;
   const std::size_t before = seg.size;
   bool grown = false;
   try {
-    grown = upstream_.grow(seg, need->second);
-  } catch (const error& first) {
-    if (first.code() != errc::out_of_memory) throw;
-    if (release_free_segments(0) == 0)
-      fail_out_of_memory(request, std::string("the upstream has no memory to grow the "
-                                              "expandable segment (") +
-                                      first.what() + ") and this pool had no free segment to "
-                                                     "release");
-    ++stats_[counter::num_alloc_retries];
-    need = needed();
-    if (!need) return nullptr;  // it was released: the caller asks for a new segment
-    try {
-      grown = upstream_.grow(segments_.at(growable_).seg, need->second);
-    } catch (const error& second) {
-      if (second.code() != errc::out_of_memory) throw;
-      fail_out_of_memory(request, std::string("the upstream has no memory to grow the "
-                                              "expandable segment even after this pool "
-                                              "released its free segments (") +
-                                      second.what() + ")");
-    }
+    grown = upstream_.grow(seg, need);
+  } catch (const error& e) {
+    if (e.code() != errc::out_of_memory) throw;
+    why = std::string("the upstream has no memory to grow the expandable segment (") + e.what() +
+          ")";
+    return nullptr;
   }
   if (!grown) {
     // Reservation exhausted (or the source cannot grow): the next new segment takes over.
@@ -416,42 +433,26 @@ block* caching_pool::grow_block(std::size_t block_bytes, std::size_t request) {
   ++stats_[counter::upstream_allocs];
   const std::size_t extra = seg.size - before;
   change(metric::reserved_bytes, size_class::large_pool, signed_size(extra));
-  block* tail = large_.extend_segment(need->first, extra);
+  block* tail = large_.extend_segment(last, extra);
   return large_.take(tail, block_bytes);
 }
 
-segment caching_pool::obtain_segment(std::size_t segment_bytes, std::size_t request,
-                                     bool growable) {
+std::optional<segment> caching_pool::obtain_segment(std::size_t segment_bytes, bool growable,
+                                                    std::string& why) {
   if (over_limit(segment_bytes)) {
-    release_free_segments(0);
-    if (over_limit(segment_bytes))
-      fail_out_of_memory(request, limit_text(segment_bytes, "a new segment"));
+    why = limit_text(segment_bytes, "a new segment");
+    return std::nullopt;
   }
-
-  auto ask = [&] {
-    return growable ? upstream_.allocate_growable(
-                          segment_bytes, std::max(segment_bytes, config_.expandable_reserve_bytes),
-                          binding_, kind_)
-                    : upstream_.allocate(segment_bytes, binding_, kind_);
-  };
   segment seg;
   try {
-    seg = ask();
-  } catch (const error& first) {
-    if (first.code() != errc::out_of_memory) throw;
-    if (release_free_segments(0) == 0)
-      fail_out_of_memory(request, std::string("the upstream has no memory (") + first.what() +
-                                      ") and this pool had no free segment to release");
-    ++stats_[counter::num_alloc_retries];
-    try {
-      seg = ask();
-    } catch (const error& second) {
-      if (second.code() != errc::out_of_memory) throw;
-      fail_out_of_memory(request,
-                         std::string("the upstream has no memory even after this pool released "
-                                     "its free segments (") +
-                             second.what() + ")");
-    }
+    seg = growable ? upstream_.allocate_growable(
+                         segment_bytes, std::max(segment_bytes, config_.expandable_reserve_bytes),
+                         binding_, kind_)
+                   : upstream_.allocate(segment_bytes, binding_, kind_);
+  } catch (const error& e) {
+    if (e.code() != errc::out_of_memory) throw;
+    why = std::string("the upstream has no memory (") + e.what() + ")";
+    return std::nullopt;
   }
   ++stats_[counter::upstream_allocs];
 
@@ -470,12 +471,11 @@ segment caching_pool::obtain_segment(std::size_t segment_bytes, std::size_t requ
   if (over_limit(seg.size)) {
     const std::size_t got = seg.size;
     give_back();
-    fail_out_of_memory(request, "the upstream rounded a segment of " +
-                                    std::to_string(segment_bytes) + " bytes up to " +
-                                    std::to_string(got) + ", past the " +
-                                    std::to_string(reserved_cap()) +
-                                    " bytes the pool may reserve (limit_bytes, or the caller's "
-                                    "headroom)");
+    why = "the upstream rounded a segment of " + std::to_string(segment_bytes) +
+          " bytes up to " + std::to_string(got) + ", past the " +
+          std::to_string(reserved_cap()) +
+          " bytes the pool may reserve (limit_bytes, or the caller's headroom)";
+    return std::nullopt;
   }
   return seg;
 }

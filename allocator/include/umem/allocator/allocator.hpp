@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "umem/allocator/alloc_config.hpp"
+#include "umem/allocator/detail/pool/reclaim_ladder.hpp"
 #include "umem/allocator/source/device_memory_source.hpp"
 #include "umem/allocator/gpu/gpu_mapper.hpp"
 #include "umem/allocator/gpu/live_machine.hpp"
@@ -81,8 +82,25 @@ struct request {
   // (caching_pool.hpp, Note [Own segments]): for callers that cache memory themselves.
   bool own_segment = false;
   // The most bytes this request may add to the reserved bytes of the pool that serves it
-  // (caching_pool.hpp, Note [Headroom]): for callers with a budget of their own.
-  std::size_t headroom = SIZE_MAX;
+  // (caching_pool.hpp, Note [Headroom]): for callers with a budget of their own. Asked before
+  // every attempt of the reclaim ladder, with no allocator lock held, since its rungs give memory
+  // back; empty: no bound.
+  std::function<std::size_t()> headroom{};
+  // When set, what the reclaim ladder did for this request (retries, the rung that served it),
+  // filled in whether it succeeds or throws.
+  reclaim_report* report = nullptr;
+};
+
+// What the allocator's owner adds to the reclaim ladder (Note [Reclaim ladder] in
+// reclaim_ladder.hpp). Both are called from the thread whose request failed, with no allocator
+// lock held; they may free memory of this allocator but must not allocate from it.
+struct reclaim_hooks {
+  // Rung 2: gives back blocks the owner holds whose streams finished (waiting for their events);
+  // the bytes given back.
+  std::function<std::size_t()> release_stream_blocks;
+  // False while rungs 2 and 3 must not run: a CUDA graph capture (giving device memory back and
+  // waiting for events synchronize). Empty: always allowed.
+  std::function<bool()> may_reclaim;
 };
 
 class allocator {
@@ -104,9 +122,10 @@ class allocator {
   allocator& operator=(const allocator&) = delete;
 
   // At least `bytes`, 256-byte aligned. Throws umem::error: invalid_argument (size 0, overflow,
-  // unknown node or device), out_of_memory (after trimming the cache, retrying once and spilling
-  // as the spill policy allows; the message names the node, the request and the statistics; for
-  // a discrete GPU's memory, which never spills, the device and what the device has left).
+  // unknown node or device), out_of_memory once the reclaim ladder is climbed (Note [Reclaim
+  // ladder]: thread caches, the owner's stream blocks, trim, spill as the spill policy allows):
+  // one error naming the request, the node, the limit or the upstream's reason and the
+  // statistics; for a discrete GPU's memory, which never spills, what the device has left.
   // A `device:D` request on a discrete GPU ignores the coherence kind (Note [Device placements]).
   void* allocate(std::size_t bytes, const request& r = {});
   // Throws umem::error(invalid_argument) for a pointer this allocator does not own or a double
@@ -125,6 +144,10 @@ class allocator {
 
   // Returns every fully free cached segment to the OS; the bytes released.
   std::size_t trim();
+  // Registers the owner's part of the reclaim ladder (replacing any earlier hooks). Not
+  // thread-safe: call it before other threads use the allocator (the torch bridge's constructor
+  // does), so that the ladder reads the hooks without a lock (none to hold across fork()).
+  void set_reclaim_hooks(reclaim_hooks hooks);
 
   // PyTorch memory_stats keys ("allocated_bytes.all.current", ...) for all pools together, and
   // per pool as "<metric>.node<N>_<kind>.<field>" (interleaved pools: "interleave<set>_<kind>";
@@ -148,9 +171,10 @@ class allocator {
  private:
   void assemble(const alloc_options& options, topology topo, std::unique_ptr<upstream_source> host,
                 std::unique_ptr<gpu_mapper> mapper, device_source_factory device_sources);
-  // allocate() once the pool is chosen: the cache-trimming retry and the spill policy.
-  void* allocate_from(caching_pool& home, const resolved_placement& resolved,
-                      coherence kind, std::size_t bytes, const request& r);
+  // allocate() once the pool is chosen: the reclaim ladder. `resolved` null: device memory, which
+  // never spills.
+  void* allocate_from(caching_pool& home, const resolved_placement* resolved, coherence kind,
+                      std::size_t bytes, const request& r);
 
   struct impl;
   std::unique_ptr<impl> impl_;

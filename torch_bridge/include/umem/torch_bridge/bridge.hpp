@@ -98,8 +98,9 @@ class bridge {
 
   // A block of at least `bytes` for `device` (>= 0) used on `stream` (Note [Sizes PyTorch
   // sees]). Throws umem::error: out_of_memory with PyTorch's first line ("CUDA out of memory.
-  // Tried to allocate ... GPU d has a total capacity of ...", HIP on ROCr) and umem's detail, after releasing completed blocks, waiting for pending ones and trimming;
-  // invalid_argument (size 0, unknown device).
+  // Tried to allocate ... GPU d has a total capacity of ...", HIP on ROCr) and umem's detail,
+  // once the allocator's reclaim ladder (its second rung waits for this bridge's pending blocks)
+  // found nothing; invalid_argument (size 0, unknown device).
   void* allocate(std::size_t bytes, int device, void* stream);
   // Frees a live allocation of allocate(); it waits for its stream (and the streams
   // record_stream named) before another stream may get it. Throws umem::error(not_found) for a
@@ -140,8 +141,9 @@ class bridge {
   // pools, less the segments lent to PyTorch's private pools, plus what those pools reserve), not
   // the bytes allocated: a request the cache serves always passes, and one that would make the
   // reservation grow past the cap is refused before anything is reserved for it (the pools get
-  // what the cap leaves as headroom, Note [Headroom] in caching_pool.hpp), once the cache has
-  // been given back. Refusing after the fact would not do: an expandable segment that grew for
+  // what the cap leaves as headroom, Note [Headroom] in caching_pool.hpp, asked again before each
+  // attempt of the reclaim ladder since its rungs give memory back), once the cache has been
+  // given back. Refusing after the fact would not do: an expandable segment that grew for
   // the refused request keeps the growth, and the retry would then get it for free.
   void set_memory_fraction(double fraction, int device);
   double memory_fraction(int device) const;
@@ -193,18 +195,20 @@ class bridge {
   // f(usage&) for `device`'s share, or every share and the total for -1; mutex_ held.
   template <class F>
   void for_each_usage(int device, F&& f);
-  // The bridge's one reclaim step: `r` from the allocator, and on out-of-memory once more after
-  // the cache was given back, then throw_oom. With `cap` (Note [Memory fraction]) each attempt
-  // may add at most what the cap leaves.
-  void* allocate_with_retry(std::size_t bytes, alloc::request r, int device,
-                            std::optional<std::uint64_t> cap = std::nullopt);
+  // The cache_ and this bridge's rung of the allocator's reclaim ladder (the constructors' part).
+  void attach(event_factory events);
+  // `r` from the allocator, whose reclaim ladder does all the retrying (Note [Reclaim ladder] in
+  // reclaim_ladder.hpp; its retries count in num_alloc_retries), then throw_oom. With `cap`
+  // (Note [Memory fraction]) each attempt may add at most what the cap leaves.
+  void* allocate_capped(std::size_t bytes, alloc::request r, int device,
+                        std::optional<std::uint64_t> cap = std::nullopt);
   // What the memory fraction caps: the pools' reserved bytes of `device` less the segments lent
   // to PyTorch's own pools, plus what those pools reserve (set_external_reserved).
   std::int64_t reserved_for_cap(int device) const;
   [[noreturn]] void throw_oom(std::size_t bytes, int device, const std::string& detail);
   void account_allocate(int device, std::size_t reported, std::size_t requested, bool reused);
-  // cache_->release_all under mutex_.
-  void release_held(bool synchronized);
+  // cache_->release_all under mutex_; the bytes released.
+  std::size_t release_held(bool synchronized);
   // The cache's release callback, called under mutex_ (Note [One lock]).
   void released(const held_block& b, bool shared);
   // {free, total} before the memory fraction's cap: the GPU's own memory (discrete), else the

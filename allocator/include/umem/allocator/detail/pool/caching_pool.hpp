@@ -22,7 +22,8 @@
 // in use on real training traces, docs/trace-replay.md). When the upstream refuses the growth
 // (it cannot grow, or the reservation is exhausted) the pool falls back to a new segment, which
 // becomes the growable one if it is. A growth is checked against limit_bytes and retried after
-// the upstream runs out exactly like a new segment (Note [Running out]), counts as one
+// the upstream runs out exactly like a new segment (Note [Running out]): a growth that runs out
+// is the call's one upstream attempt, never followed by a new segment. It counts as one
 // upstream_allocs and adds to reserved_bytes but not to the segment gauge. A grown segment is
 // one segment everywhere (owns(), snapshot(), trim()): it goes back to the upstream whole when
 // it is entirely free; until then trim() gives back the pages of its free blocks (Note
@@ -52,11 +53,14 @@
 // reserved within a few percent of the peak allocated (docs/trace-replay.md).
 //
 // Note [Running out]
-// Before asking the upstream for a segment that would take reserved bytes past limit_bytes, the
-// pool trims its cache; if that is not enough it fails with out_of_memory naming the limit and
-// never calls the upstream. When the upstream itself throws out_of_memory, the pool trims and, if
-// that released anything, retries once (num_alloc_retries). A final failure counts in num_ooms
-// and throws out_of_memory with the request, the pool's binding and coherence, and its stats.
+// try_allocate() never asks the upstream for a segment, a growth or given-back pages that would
+// take reserved bytes past limit_bytes (or the call's headroom): it answers null naming the
+// limit. It asks the upstream at most once per call; when the upstream runs out it answers null
+// with the upstream's own words. Only out-of-memory becomes null; other failures still throw.
+// What is tried next (thread caches, trim, and from the allocator stream blocks and spilling) is
+// the reclaim ladder's (Note [Reclaim ladder] in reclaim_ladder.hpp); allocate() climbs it over
+// this pool alone, and a final failure counts once in num_ooms and throws out_of_memory with the
+// request, the pool's binding and coherence, the reason and its stats.
 //
 // Note [Fast path]
 // With pool_config::thread_cache_bytes != 0 each thread keeps the blocks it frees in a cache of
@@ -77,12 +81,13 @@
 // as cudaFree does.
 //
 // Note [Headroom]
-// allocate() and allocate_segment() take the most bytes the call may add to the pool's reserved
-// bytes: what a caller with a budget of its own across pools (the torch bridge's memory fraction,
-// Note [Memory fraction] in bridge.hpp) has left. It bounds growths, new segments and reused
-// given-back pages exactly like limit_bytes (Note [Running out]: the cache is trimmed first,
-// then the call fails with out_of_memory without calling the upstream), so a refused request
-// never leaves memory reserved behind it; blocks the cache already holds are always served.
+// allocate(), allocate_segment() and try_allocate() take the most bytes the call may add to the
+// pool's reserved bytes: what a caller with a budget of its own across pools (the torch bridge's
+// memory fraction, Note [Memory fraction] in bridge.hpp) has left. It bounds growths, new
+// segments and reused given-back pages exactly like limit_bytes (Note [Running out]: refused
+// without calling the upstream), so a refused request never leaves memory reserved behind it;
+// blocks the cache already holds are always served. The ladder's retries ask for the headroom
+// again (request::headroom in allocator.hpp), since trimming may have made more of it.
 //
 // Note [Statistics with thread caches]
 // current, allocated and freed of allocated_bytes, requested_bytes and allocation are exact:
@@ -104,12 +109,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "umem/allocator/detail/pool/free_list.hpp"
+#include "umem/allocator/detail/pool/reclaim_ladder.hpp"
 #include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/placement.hpp"
 #include "umem/allocator/pool_stats.hpp"
@@ -155,12 +162,27 @@ class caching_pool {
 
   static constexpr std::size_t unbounded = SIZE_MAX;  // no headroom of the caller's
   // At least `bytes` bytes aligned to config().alignment, adding at most `headroom` bytes to the
-  // reserved bytes (Note [Headroom]). Throws umem::error: invalid_argument for 0 or a size that
-  // overflows when rounded; out_of_memory (Note [Running out]).
+  // reserved bytes (Note [Headroom]), after this pool's own reclaim ladder (Note [Running out]).
+  // Throws umem::error: invalid_argument for 0 or a size that overflows when rounded;
+  // out_of_memory.
   void* allocate(std::size_t bytes, std::size_t headroom = unbounded);
   // A segment for `bytes` alone, returned to the upstream when freed (Note [Own segments]).
   // Throws as allocate() does.
   void* allocate_segment(std::size_t bytes, std::size_t headroom = unbounded);
+  // The bottom of the reclaim ladder (Note [Running out]): allocate() (allocate_segment() with
+  // `own_segment`) without reclaiming anything, from free blocks or with one upstream call. Out
+  // of memory is a null pointer with the reason; counts neither retries nor OOMs. Throws
+  // umem::error for anything else (invalid_argument as allocate() does, internal).
+  attempt_result try_allocate(std::size_t bytes, std::size_t headroom = unbounded,
+                              bool own_segment = false);
+  // Rung 1 of the ladder: every thread's cached blocks back to this pool; the bytes returned.
+  std::size_t flush_thread_caches();
+  // The ladder's counters: one retry after a rung gave back memory; one failed request, thrown
+  // as out_of_memory whose message starts with `context` and names the request, this pool, `why`
+  // and its statistics.
+  void count_retry();
+  [[noreturn]] void throw_out_of_memory(std::size_t request, const std::string& why,
+                                        const std::string& context = {});
   // The fast path alone (Note [Fast path]), inline for the allocator's front end: a block from the
   // calling thread's cache, or nullptr (then allocate() decides). Never throws.
   void* allocate_cached(std::size_t bytes) {
@@ -245,25 +267,28 @@ class caching_pool {
   };
 
   free_list& list_of(size_class c) { return c == size_class::small_pool ? small_ : large_; }
-  // `returned`: blocks a thread cache gave back (thread_cache::return_big), released first.
-  handout allocate_locked(std::size_t bytes, std::size_t rounded, size_class c,
-                          std::size_t segment_bytes, std::size_t headroom,
-                          std::span<block* const> returned = {});
+  // `returned`: blocks a thread cache gave back (thread_cache::return_big), released first. Out
+  // of memory: a null block, `why` says why (Note [Running out]).
+  handout allocate_locked(std::size_t bytes, const sizing& z, std::size_t headroom,
+                          std::span<block* const> returned, std::string& why);
+  attempt_result try_own_segment(std::size_t bytes, const sizing& z, std::size_t headroom);
+  void* climb_alone(std::size_t bytes, std::size_t headroom, bool own_segment);
   class headroom_scope;
   std::size_t reserved_cap() const;
-  void count_oom();
   void release_cached(block* b);
-  std::size_t flush_thread_caches();
   void return_to_list(live_map::iterator it);
   void change(metric m, size_class c, std::int64_t delta);
+  // These three: null (nullopt) when out of memory, with `why`.
   block* new_segment_block(std::size_t block_bytes, std::size_t segment_bytes, size_class c,
-                           std::size_t request);
+                           std::string& why);
   block* add_segment(const segment& seg, size_class c);
   void insert_live(block* b, const live_block& lb);
   handout hand_out(block* b, size_class c, std::size_t bytes);
   std::size_t release_segment(block* first, size_class c);
-  segment obtain_segment(std::size_t segment_bytes, std::size_t request, bool growable);
-  block* grow_block(std::size_t block_bytes, std::size_t request);
+  std::optional<segment> obtain_segment(std::size_t segment_bytes, bool growable,
+                                        std::string& why);
+  // Also null with an empty `why` when there is no growable segment or it cannot grow.
+  block* grow_block(std::size_t block_bytes, std::string& why);
   bool over_limit(std::size_t more) const;
   std::string limit_text(std::size_t more, const char* what) const;
   std::size_t release_free_segments(std::size_t keep_cached);
@@ -274,8 +299,8 @@ class caching_pool {
                              std::uintptr_t end) const;
   void recommit(segment_record& rec, std::uintptr_t begin, std::uintptr_t end);
   std::size_t cached_bytes() const;
+  std::size_t reserved_now() const;  // takes mutex_
   void release_live(live_map::iterator it);
-  [[noreturn]] void fail_out_of_memory(std::size_t request, const std::string& why);
   [[noreturn]] void fail_bad_free(const void* p) const;
   [[noreturn]] void fail_cached_free(const void* p) const;
   std::string stats_summary() const;
