@@ -5,27 +5,19 @@
 #include <fstream>
 
 #include "support/command.hpp"
+#include "support/report_text.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
+
+using umem::test::without_sources;
 
 umem::test::command_result umtopo(const std::string& args) {
   return umem::test::run_command(std::string(UMTOPO_PATH) + " " + args);
 }
 
 fs::path temp(const std::string& name) { return fs::temp_directory_path() / (std::to_string(getpid()) + "_" + name); }
-
-// The report without its Sources line, which names where the model came from.
-std::string without_sources(const std::string& report) {
-  std::string out;
-  for (std::size_t at = 0, next; at < report.size(); at = next + 1) {
-    next = std::min(report.find('\n', at), report.size());
-    const std::string line = report.substr(at, next - at);
-    if (!line.starts_with("Sources: ")) out += line + "\n";
-  }
-  return out;
-}
 
 TEST(GatherCli, ReplayOfThisNodeEqualsItsLiveReport) {
   const fs::path g = temp("node.tar.gz");
