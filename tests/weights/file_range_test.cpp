@@ -44,8 +44,11 @@ class FileRange : public ::testing::Test {
   }
 
   struct aligned_buffer {
+    // aligned_alloc wants a size that is a multiple of the alignment (C11).
     explicit aligned_buffer(std::size_t n)
-        : p(static_cast<char*>(std::aligned_alloc(direct_io_alignment, n))) {}
+        : p(static_cast<char*>(std::aligned_alloc(
+              direct_io_alignment,
+              (n + direct_io_alignment - 1) / direct_io_alignment * direct_io_alignment))) {}
     ~aligned_buffer() { std::free(p); }
     char* p;
   };
