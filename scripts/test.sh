@@ -7,6 +7,8 @@
 # The VM stage skips only where QEMU cannot run, and fails instead under CI=true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A full run needs about 6 GiB of disk; name the free space when a stage fails.
+trap 'echo "test.sh: a stage failed (line $LINENO); free disk here: $(df -h --output=avail . | tail -n 1)" >&2' ERR
 scripts/install-deps.sh
 
 echo "== release build + tests"
