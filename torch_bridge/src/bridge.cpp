@@ -31,6 +31,8 @@ std::string no_gpu_access_reason(const topology& topo) {
          ")";
 }
 
+thread_local call_trace this_call;  // Note [Call trace] in bridge.hpp
+
 // Note [Sizes PyTorch sees] in bridge.hpp.
 std::size_t pytorch_size(std::size_t bytes) {
   return (std::max<std::size_t>(bytes, 1) + 511) & ~std::size_t{511};
@@ -84,6 +86,8 @@ bool holds_device_memory(const alloc::pool_report& r, int device, bool discrete,
 }
 
 }  // namespace
+
+const call_trace& last_call_trace() noexcept { return this_call; }
 
 bridge::bridge(const alloc::alloc_options& options, event_factory events) {
   alloc::live_machine m = alloc::discover_live_machine();
@@ -151,6 +155,7 @@ void bridge::account_allocate(int device, std::size_t reported, std::size_t requ
 }
 
 void bridge::released(const held_block& b, bool shared) {
+  ++this_call.released;
   alloc_->deallocate(b.p);
   if (!shared) return;  // inactive since its free (Note [Blocks used on several streams])
   for (usage* u : {&usage_[b.device], &total_}) {
@@ -270,29 +275,43 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
                     " out of memory. Tried to allocate more than 1EB memory.");
   const std::size_t reported = pytorch_size(bytes);
   std::optional<std::uint64_t> cap;
+  this_call = {};
   {
     // Note [One lock]: a block freed on this stream is the whole malloc under one lock.
     std::lock_guard lock(mutex_);
+    ++this_call.locks;
     if (device >= 0)
       if (const auto reused = cache_->reuse(reported, device, stream)) {
+        this_call.stream_cache = true;
         account_allocate(device, reported, bytes, true);
+        const std::size_t buckets = live_.bucket_count();
         live_[reused->p] = live_block{bytes, reported, device, stream, {}};
+        this_call.live_rehash = live_.bucket_count() != buckets;
         return reused->p;
       }
-    if (captures_.load() == 0) cache_->release_completed();
+    if (captures_.load() == 0) {
+      this_call.release_scan = true;
+      cache_->release_completed();
+    }
     if (capped_devices_.load(std::memory_order_relaxed) != 0)
       if (auto it = usage_.find(device); it != usage_.end()) cap = it->second.cap_bytes;
   }
+  this_call.allocator = true;
   void* p = allocate_capped(reported, request_for(device), device, cap);
   std::lock_guard lock(mutex_);
+  ++this_call.locks;
   account_allocate(device, reported, bytes, false);
+  const std::size_t buckets = live_.bucket_count();
   live_[p] = live_block{bytes, reported, device, stream, {}};
+  this_call.live_rehash = live_.bucket_count() != buckets;
   return p;
 }
 
 void bridge::deallocate(void* p) {
   if (p == nullptr) return;
+  this_call = {};
   std::unique_lock lock(mutex_);
+  ++this_call.locks;
   auto it = live_.find(p);
   if (it == live_.end())
     throw_error(errc::not_found, "umem torch bridge: free of a pointer that is not a live allocation");
@@ -388,6 +407,7 @@ void bridge::set_external_reserved(int device, std::uint64_t bytes) {
 
 std::size_t bridge::release_held(bool synchronized) {
   std::lock_guard lock(mutex_);
+  ++this_call.locks;
   return cache_->release_all(synchronized);
 }
 

@@ -80,6 +80,20 @@ struct segment_view {
   std::vector<block_view> blocks;  // in address order, covering the segment
 };
 
+// Note [Call trace]
+// What the calling thread's last bridge::allocate() or deallocate() did, for the one-call
+// benchmark (bench/torch_bridge), which reads it after each timed call to say why a slow one was
+// slow. Thread-local plain stores: a few nanoseconds, no lock, nothing shared between threads.
+struct call_trace {
+  bool stream_cache = false;    // allocate: served by a block freed on its stream
+  bool allocator = false;       // allocate: went to the umem allocator
+  bool release_scan = false;    // allocate: looked for blocks whose streams are done
+  std::uint32_t released = 0;   // blocks returned to the allocator during the call
+  bool live_rehash = false;     // the table of live blocks grew its buckets
+  std::uint8_t locks = 0;       // times the bridge's mutex was taken
+};
+const call_trace& last_call_trace() noexcept;
+
 // 2^60: PyTorch refuses such a request before trying ("more than 1EB").
 inline constexpr std::uint64_t one_exabyte = std::uint64_t{1} << 60;
 
