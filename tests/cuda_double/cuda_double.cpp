@@ -26,6 +26,12 @@
 // granularity is 2 MiB. umem_cuda_double_fail_next("cuMemMap", CUresult) makes the next call of
 // that entry point (the VMM calls and cuMemHostRegister) fail with that code; umem_cuda_double_vmm_handles / _reservations count what
 // is outstanding.
+// Counted faults (counted_faults.hpp): umem_cuda_double_fail_call(N, persistent) makes the Nth
+// fault-able call from then on (cuMemHostRegister, cuMemAlloc, cuMemAddressReserve, cuMemCreate,
+// cuMemMap, cuMemSetAccess, each counted once it passes its argument checks) answer
+// CUDA_ERROR_OUT_OF_MEMORY, once or from N on; umem_cuda_double_fault_calls counts them. With
+// umem_cuda_double_registrations, _device_allocations and _vmm_mappings a test checks that
+// nothing a failure interrupted is left behind.
 // It is strict on purpose, to serve as a call checker: calls before cuInit, without a current
 // context, with unknown flags, overlapping or unknown registrations and unknown events are
 // rejected as the driver does; every memory and event call is written to a call log
@@ -44,6 +50,7 @@
 #include <utility>
 #include <vector>
 
+#include "counted_faults.hpp"
 #include "umem/core/snapshot.hpp"
 #include "umem/cuda_runtime/cuda_compat.hpp"
 #include "umem/cuda_runtime/cuda_driver.hpp"
@@ -106,6 +113,7 @@ struct state {
   std::map<unsigned long long, vmm_handle> handles;        // by handle value
   bool vmm_supported = true;
   std::map<std::string, cu_result> fail_next;  // entry point -> what its next call answers
+  umem::test_doubles::counted_faults faults;   // umem_cuda_double_fail_call
   unsigned next_id = 1;
   bool hold_events = false;
   std::string log;
@@ -209,6 +217,20 @@ const error_entry* find_error(cu_result r) {
   for (const auto& e : kErrors)
     if (e.code == r) return &e;
   return nullptr;
+}
+
+// What a fault-able call of `call` answers instead of acting: the counted fault switch's
+// out-of-memory, else what umem_cuda_double_fail_next set for it (once).
+std::optional<cu_result> injected_failure(state& s, const char* call) {
+  if (s.faults.fails(call)) {
+    log_line(s, std::string("injected ") + call + " CUDA_ERROR_OUT_OF_MEMORY");
+    return res::out_of_memory;
+  }
+  const auto it = s.fail_next.find(call);
+  if (it == s.fail_next.end()) return std::nullopt;
+  const cu_result r = it->second;
+  s.fail_next.erase(it);
+  return r;
 }
 
 }  // namespace
@@ -412,6 +434,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemAlloc_v2(cu_deviceptr* out, std::size_t size) 
   if (!s.initialised) return res::not_initialized;
   if (!has_context(s)) return res::invalid_context;
   if (out == nullptr || size == 0) return res::invalid_value;
+  if (auto r = injected_failure(s, "cuMemAlloc")) return *r;
   const std::size_t d = *device_of(s, current);
   if (size > s.devices[d].cuda->total_memory_bytes - s.device_in_use[d]) return res::out_of_memory;
   constexpr std::size_t page = 4096;
@@ -438,19 +461,6 @@ UMEM_DOUBLE_EXPORT cu_result cuMemFree_v2(cu_deviceptr p) {
   s.device_memory.erase(it);
   return res::success;
 }
-
-namespace {
-
-// What umem_cuda_double_fail_next set for `call`, once.
-std::optional<cu_result> injected_failure(state& s, const char* call) {
-  const auto it = s.fail_next.find(call);
-  if (it == s.fail_next.end()) return std::nullopt;
-  const cu_result r = it->second;
-  s.fail_next.erase(it);
-  return r;
-}
-
-}  // namespace
 
 #if UMEM_CUDA_DOUBLE_WITH_VMM
 namespace {
@@ -803,6 +813,7 @@ UMEM_DOUBLE_EXPORT void umem_cuda_double_reset() {
   s.handles.clear();
   s.vmm_supported = true;
   s.fail_next.clear();
+  s.faults.arm(0, false);
   s.device_in_use.clear();
   s.initialised = false;
   s.devices.clear();
@@ -847,7 +858,8 @@ UMEM_DOUBLE_EXPORT void umem_cuda_double_set_vmm_supported(int supported) {
   s.vmm_supported = supported != 0;
 }
 
-// The next call of `call` ("cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemAddressReserve")
+// The next call of `call` ("cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemAddressReserve",
+// "cuMemHostRegister", "cuMemAlloc")
 // answers `result` after its checks of the arguments, doing nothing; later calls behave again.
 UMEM_DOUBLE_EXPORT void umem_cuda_double_fail_next(const char* call, int result) {
   state& s = the_state();
@@ -867,4 +879,84 @@ UMEM_DOUBLE_EXPORT int umem_cuda_double_vmm_reservations() {
   state& s = the_state();
   std::lock_guard lock(s.mu);
   return static_cast<int>(s.reservations.size());
+}
+
+// Counted faults (counted_faults.hpp): from now on the `n`th fault-able call fails with
+// CUDA_ERROR_OUT_OF_MEMORY, and every later one too when `persistent`; 0 only counts. Counting
+// starts again from 0.
+UMEM_DOUBLE_EXPORT void umem_cuda_double_fail_call(unsigned long long n, int persistent) {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  s.faults.arm(static_cast<std::size_t>(n), persistent != 0);
+}
+
+// Fault-able calls counted since umem_cuda_double_fail_call, and how many of them failed.
+UMEM_DOUBLE_EXPORT unsigned long long umem_cuda_double_fault_calls() {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  return s.faults.calls();
+}
+
+UMEM_DOUBLE_EXPORT unsigned long long umem_cuda_double_faults_injected() {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  return s.faults.injected();
+}
+
+// The entry point of the first counted call that failed ("cuMemMap"), "" before any; and
+// "cuMemAlloc=3 cuMemMap=12 ...", the counted calls by entry point. Each pointer stays valid
+// until the next call of the same function.
+UMEM_DOUBLE_EXPORT const char* umem_cuda_double_first_failed() {
+  static std::string copy;
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  copy = s.faults.first_failed();
+  return copy.c_str();
+}
+
+UMEM_DOUBLE_EXPORT const char* umem_cuda_double_fault_calls_by_entry() {
+  static std::string copy;
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  copy = s.faults.by_entry();
+  return copy.c_str();
+}
+
+// cuMemHostRegister registrations not yet unregistered, and their bytes.
+UMEM_DOUBLE_EXPORT int umem_cuda_double_registrations() {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  return static_cast<int>(s.registrations.size());
+}
+
+UMEM_DOUBLE_EXPORT unsigned long long umem_cuda_double_registered_bytes() {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  unsigned long long bytes = 0;
+  for (const auto& [base, r] : s.registrations) bytes += r.size;
+  return bytes;
+}
+
+// cuMemAlloc allocations not yet freed.
+UMEM_DOUBLE_EXPORT int umem_cuda_double_device_allocations() {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  return static_cast<int>(s.device_memory.size());
+}
+
+// cuMemMap mappings not yet unmapped, over every reservation.
+UMEM_DOUBLE_EXPORT int umem_cuda_double_vmm_mappings() {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  std::size_t n = 0;
+  for (const auto& [base, r] : s.reservations) n += r.mappings.size();
+  return static_cast<int>(n);
+}
+
+// Empties the call log only (umem_cuda_double_reset forgets the machine too): a long test keeps
+// the log from growing without bound.
+UMEM_DOUBLE_EXPORT void umem_cuda_double_clear_log() {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  s.log.clear();
 }

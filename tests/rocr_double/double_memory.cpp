@@ -61,7 +61,8 @@ std::size_t pool_in_use(const state& s, std::size_t agent, std::size_t pool) {
   return sum;
 }
 
-hsa_status_t lock_common(state& s, std::string call, void* host_ptr, std::size_t size,
+hsa_status_t lock_common(state& s, const char* entry, std::string call, void* host_ptr,
+                         std::size_t size,
                          hsa_agent_t* agents, int num_agent, void** agent_ptr,
                          std::optional<std::size_t> cpu_agent) {
   std::string names;
@@ -73,6 +74,8 @@ hsa_status_t lock_common(state& s, std::string call, void* host_ptr, std::size_t
       (num_agent > 0 && agents == nullptr))
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
   if (!indices) return finish(s, call, HSA_STATUS_ERROR_INVALID_AGENT);
+  if (counted_failure(s, entry))
+    return finish(s, call, HSA_STATUS_ERROR_OUT_OF_RESOURCES, " (injected)");
   if (const auto injected = std::exchange(s.fail_next_lock, std::nullopt))
     return finish(s, call, static_cast<hsa_status_t>(*injected), " (injected)");
   const auto start = reinterpret_cast<std::uintptr_t>(host_ptr);
@@ -136,6 +139,8 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool
   // 5.2.3 rejects any flag; 6.2 and later ignore bits they do not know.
   if (s.version == release::v5_2_3 && flags != 0)
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  if (counted_failure(s, "hsa_amd_memory_pool_allocate"))
+    return finish(s, call, HSA_STATUS_ERROR_OUT_OF_RESOURCES, " (injected)");
   if (const auto injected = std::exchange(s.fail_next_pool_allocate, std::nullopt))
     return finish(s, call, static_cast<hsa_status_t>(*injected), " (injected)");
   const auto& pool = s.machine.agents[d->first].pools[d->second];
@@ -204,8 +209,8 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_lock(void* host_ptr, size_t size,
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
   if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
-  return lock_common(s, "memory_lock size=" + std::to_string(size), host_ptr, size, agents,
-                     num_agent, agent_ptr, std::nullopt);
+  return lock_common(s, "hsa_amd_memory_lock", "memory_lock size=" + std::to_string(size),
+                     host_ptr, size, agents, num_agent, agent_ptr, std::nullopt);
 }
 
 UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_lock_to_pool(void* host_ptr, size_t size,
@@ -225,7 +230,8 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_lock_to_pool(void* host_ptr, size
       !s.machine.agents[d->first].pools[d->second].is_global())
     return finish(s, call, static_cast<hsa_status_t>(HSA_STATUS_ERROR_INVALID_MEMORY_POOL));
   if (flags != 0) return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
-  return lock_common(s, call, host_ptr, size, agents, num_agent, agent_ptr, d->first);
+  return lock_common(s, "hsa_amd_memory_lock_to_pool", call, host_ptr, size, agents, num_agent,
+                     agent_ptr, d->first);
 }
 
 UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_unlock(void* host_ptr) {

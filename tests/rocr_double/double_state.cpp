@@ -97,6 +97,7 @@ void release_everything(state& s) {
   s.fail_next_pool_allocate.reset();
   s.fail_next_lock.reset();
   s.fail_next_vmem.clear();
+  s.faults.arm(0, false);
   s.machine = topology{};
 }
 
@@ -108,6 +109,12 @@ state& the_state() {
 }
 
 bool built_with_vmem() { return UMEM_ROCR_DOUBLE_WITH_VMEM != 0; }
+
+bool counted_failure(state& s, const char* entry) {
+  if (!s.faults.fails(entry)) return false;
+  log_call(s, std::string("injected ") + entry + " OUT_OF_RESOURCES");
+  return true;
+}
 
 std::uint64_t agent_handle(std::size_t agent) { return kAgentTag | (agent + 1); }
 std::uint64_t pool_handle(std::size_t agent, std::size_t pool) {
@@ -269,4 +276,75 @@ UMEM_DOUBLE_EXPORT void umem_rocr_double_reset() {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
   s.log.clear();
+}
+
+// Counted faults (double_state.hpp): from now on the `n`th fault-able call answers
+// HSA_STATUS_ERROR_OUT_OF_RESOURCES, and every later one too when `persistent`; 0 only counts.
+// Counting starts again from 0; the last hsa_shut_down disarms it.
+UMEM_DOUBLE_EXPORT void umem_rocr_double_fail_call(uint64_t n, int persistent) {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  s.faults.arm(static_cast<std::size_t>(n), persistent != 0);
+}
+
+// Fault-able calls counted since umem_rocr_double_fail_call, and how many of them failed.
+UMEM_DOUBLE_EXPORT uint64_t umem_rocr_double_fault_calls() {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  return s.faults.calls();
+}
+
+UMEM_DOUBLE_EXPORT uint64_t umem_rocr_double_faults_injected() {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  return s.faults.injected();
+}
+
+// The entry point of the first counted call that failed, "" before any; and
+// "hsa_amd_vmem_map=4 ...", the counted calls by entry point. Each pointer stays valid until the
+// next call of the same function.
+UMEM_DOUBLE_EXPORT const char* umem_rocr_double_first_failed() {
+  static std::string copy;
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  copy = s.faults.first_failed();
+  return copy.c_str();
+}
+
+UMEM_DOUBLE_EXPORT const char* umem_rocr_double_fault_calls_by_entry() {
+  static std::string copy;
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  copy = s.faults.by_entry();
+  return copy.c_str();
+}
+
+// Locks (memory_lock, memory_lock_to_pool) not yet unlocked, and pool allocations not yet freed.
+UMEM_DOUBLE_EXPORT int umem_rocr_double_locks() {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  return static_cast<int>(s.locks.size());
+}
+
+UMEM_DOUBLE_EXPORT int umem_rocr_double_pool_allocations() {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  return static_cast<int>(s.allocations.size());
+}
+
+// Bytes of those locks, and of those pool allocations (as asked for).
+UMEM_DOUBLE_EXPORT uint64_t umem_rocr_double_locked_bytes() {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  std::uint64_t bytes = 0;
+  for (const auto& [start, l] : s.locks) bytes += l.size;
+  return bytes;
+}
+
+UMEM_DOUBLE_EXPORT uint64_t umem_rocr_double_pool_allocated_bytes() {
+  state& s = the_state();
+  std::lock_guard<std::mutex> guard(s.mu);
+  std::uint64_t bytes = 0;
+  for (const auto& [start, a] : s.allocations) bytes += a.size;
+  return bytes;
 }

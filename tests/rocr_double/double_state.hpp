@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "../cuda_double/counted_faults.hpp"
 #include "umem/core/topology.hpp"
 
 #define UMEM_DOUBLE_EXPORT extern "C" __attribute__((visibility("default")))
@@ -79,6 +80,10 @@ struct state {
   // ("vmem_address_reserve" for both reserve calls, "vmem_handle_create", "vmem_map",
   // "vmem_set_access").
   std::map<std::string, std::uint32_t> fail_next_vmem;
+  // Counted faults (umem_rocr_double_fail_call in double_state.cpp; counted_faults.hpp): every
+  // memory_lock, memory_lock_to_pool, pool_allocate and hsa_amd_vmem_* call that makes memory
+  // counts, and the Nth from the arming on answers OUT_OF_RESOURCES (once or from N on).
+  umem::test_doubles::counted_faults faults;
 };
 
 // The one instance; every entry point locks state().mu.
@@ -96,6 +101,10 @@ std::optional<std::size_t> decode_agent(const state& s, std::uint64_t handle);
 std::optional<std::pair<std::size_t, std::size_t>> decode_pool(const state& s,
                                                                std::uint64_t handle);
 std::optional<std::pair<std::size_t, std::size_t>> decode_isa(const state& s, std::uint64_t handle);
+
+// Whether this call of the fault-able entry point `entry` ("hsa_amd_memory_pool_allocate") fails
+// by the counted fault switch; logs it when it does. Its status is then OUT_OF_RESOURCES.
+bool counted_failure(state& s, const char* entry);
 
 // Appends "line\n" to the call log.
 void log_call(state& s, const std::string& line);

@@ -39,8 +39,10 @@ hsa_status_t finish(state& s, const std::string& call, hsa_status_t st) {
   return st;
 }
 
-// The status injected for `name` (umem_rocr_double_fail_next_vmem), consumed by this call.
-std::optional<hsa_status_t> injected(state& s, const char* name) {
+// The status injected for this call of `entry` ("hsa_amd_vmem_map", logged as `name`,
+// "vmem_map"): the counted fault switch's, else umem_rocr_double_fail_next_vmem's, consumed.
+std::optional<hsa_status_t> injected(state& s, const char* name, const char* entry) {
+  if (counted_failure(s, entry)) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;
   const auto it = s.fail_next_vmem.find(name);
   if (it == s.fail_next_vmem.end()) return std::nullopt;
   const auto st = static_cast<hsa_status_t>(it->second);
@@ -60,12 +62,12 @@ auto find_reservation(state& s, std::uintptr_t p, std::size_t size) {
   return p + size <= it->first + it->second ? it : s.reservations.end();
 }
 
-hsa_status_t reserve(state& s, const std::string& call, void** ptr, std::size_t size,
-                     std::uint64_t address, std::uint64_t alignment) {
+hsa_status_t reserve(state& s, const char* entry, const std::string& call, void** ptr,
+                     std::size_t size, std::uint64_t address, std::uint64_t alignment) {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   if (ptr == nullptr || size == 0 || size % page != 0 || (alignment & (alignment - 1)) != 0)
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
-  if (const auto st = injected(s, "vmem_address_reserve"))
+  if (const auto st = injected(s, "vmem_address_reserve", entry))
     return finish(s, call + " (injected)", *st);
   const std::size_t align = alignment > page ? alignment : page;
   const std::size_t span = size + align - page;
@@ -90,7 +92,8 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_address_reserve(void** ptr, size_t 
   std::lock_guard<std::mutex> guard(s.mu);
   if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
   return reserve(
-      s, "vmem_address_reserve size=" + std::to_string(size) + " flags=" + std::to_string(flags),
+      s, "hsa_amd_vmem_address_reserve",
+      "vmem_address_reserve size=" + std::to_string(size) + " flags=" + std::to_string(flags),
       ptr, size, address, 0);
 }
 
@@ -101,7 +104,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_address_reserve_align(void** ptr, s
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
   if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
-  return reserve(s,
+  return reserve(s, "hsa_amd_vmem_address_reserve_align",
                  "vmem_address_reserve_align size=" + std::to_string(size) +
                      " alignment=" + std::to_string(alignment) + " flags=" + std::to_string(flags),
                  ptr, size, address, alignment);
@@ -137,7 +140,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_handle_create(pool_t pool, size_t s
   const std::size_t granule = p.alloc_granule != 0 ? p.alloc_granule : 4096;
   if (handle == nullptr || size == 0 || size % granule != 0 || type > 1 || !p.alloc_allowed)
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
-  if (const auto st = injected(s, "vmem_handle_create"))
+  if (const auto st = injected(s, "vmem_handle_create", "hsa_amd_vmem_handle_create"))
     return finish(s, call + " (injected)", *st);
   if (size > agent_memory_avail(s, d->first))
     return finish(s, call, HSA_STATUS_ERROR_OUT_OF_RESOURCES);
@@ -178,7 +181,8 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_map(void* va, size_t size, size_t i
       m != s.mappings.begin() && std::prev(m)->first + std::prev(m)->second.first > start;
   if (overlaps_next || overlaps_prev)
     return finish(s, call + " (already mapped)", HSA_STATUS_ERROR_INVALID_ARGUMENT);
-  if (const auto st = injected(s, "vmem_map")) return finish(s, call + " (injected)", *st);
+  if (const auto st = injected(s, "vmem_map", "hsa_amd_vmem_map"))
+    return finish(s, call + " (injected)", *st);
   if (mmap(va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
       MAP_FAILED)
     return finish(s, call, HSA_STATUS_ERROR_OUT_OF_RESOURCES);
@@ -215,7 +219,8 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_set_access(void* va, size_t size,
   auto m = s.mappings.find(start);
   if (m == s.mappings.end() || m->second.first != size || desc == nullptr || desc_cnt == 0)
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
-  if (const auto st = injected(s, "vmem_set_access")) return finish(s, call + " (injected)", *st);
+  if (const auto st = injected(s, "vmem_set_access", "hsa_amd_vmem_set_access"))
+    return finish(s, call + " (injected)", *st);
   bool any = false;
   for (std::size_t i = 0; i < desc_cnt; ++i) {
     const auto agent = decode_agent(s, desc[i].agent_handle.handle);
