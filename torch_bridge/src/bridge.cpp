@@ -110,7 +110,23 @@ bridge::bridge(std::unique_ptr<alloc::allocator> a, event_factory events,
   attach(std::move(events));
 }
 
+void bridge::remember(void* p, const live_block& l) {
+  const std::size_t buckets = live_.bucket_count();
+  if (spare_live_.empty()) {
+    live_.emplace(p, l);
+  } else {  // Note [Live blocks]
+    live_map::node_type node = std::move(spare_live_.back());
+    spare_live_.pop_back();
+    node.key() = p;
+    node.mapped() = l;
+    live_.insert(std::move(node));
+  }
+  this_call.live_rehash = live_.bucket_count() != buckets;
+}
+
 void bridge::attach(event_factory events) {
+  live_.reserve(live_reserve);
+  spare_live_.reserve(live_reserve);
   cache_ = std::make_unique<stream_ordered_cache>(
       std::move(events), [this](const held_block& b, bool shared) { released(b, shared); });
   // The ladder's second rung is this bridge's (Note [Reclaim ladder] in reclaim_ladder.hpp); like
@@ -284,9 +300,7 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
       if (const auto reused = cache_->reuse(reported, device, stream)) {
         this_call.stream_cache = true;
         account_allocate(device, reported, bytes, true);
-        const std::size_t buckets = live_.bucket_count();
-        live_[reused->p] = live_block{bytes, reported, device, stream, {}};
-        this_call.live_rehash = live_.bucket_count() != buckets;
+        remember(reused->p, live_block{bytes, reported, device, stream, {}});
         return reused->p;
       }
     if (captures_.load() == 0) {
@@ -301,9 +315,7 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
   std::lock_guard lock(mutex_);
   ++this_call.locks;
   account_allocate(device, reported, bytes, false);
-  const std::size_t buckets = live_.bucket_count();
-  live_[p] = live_block{bytes, reported, device, stream, {}};
-  this_call.live_rehash = live_.bucket_count() != buckets;
+  remember(p, live_block{bytes, reported, device, stream, {}});
   return p;
 }
 
@@ -315,8 +327,8 @@ void bridge::deallocate(void* p) {
   auto it = live_.find(p);
   if (it == live_.end())
     throw_error(errc::not_found, "umem torch bridge: free of a pointer that is not a live allocation");
-  const live_block l = std::move(it->second);
-  live_.erase(it);
+  live_map::node_type node = live_.extract(it);
+  const live_block& l = node.mapped();
   const std::size_t cls = class_of(l.reported);
   for (usage* u : {&usage_[l.device], &total_}) {
     sub(u->allocated, cls, static_cast<std::int64_t>(l.reported));
@@ -334,6 +346,10 @@ void bridge::deallocate(void* p) {
     return;
   }
   cache_->deallocate(held_block{p, l.reported, l.device}, l.stream, l.uses, captures_.load() > 0);
+  if (spare_live_.size() < live_reserve) {  // Note [Live blocks]
+    node.mapped().uses.clear();
+    spare_live_.push_back(std::move(node));
+  }
 }
 
 void bridge::record_stream(void* p, void* stream) {
@@ -361,7 +377,7 @@ void* bridge::allocate_host(std::size_t bytes, int node) {
   void* p = allocate_capped(reported, r, -1);
   std::lock_guard lock(mutex_);
   account_allocate(-1, reported, bytes, false);
-  live_[p] = live_block{bytes, reported, -1, nullptr, {}};
+  remember(p, live_block{bytes, reported, -1, nullptr, {}});
   return p;
 }
 

@@ -65,9 +65,25 @@ void stream_ordered_cache::deallocate(const held_block& b, void* stream,
                                       std::span<void* const> uses, bool defer) {
   if (uses.empty()) {  // Note [Lazy stream fences]: nothing to record now
     stream_blocks& s = streams_[{b.device, stream}];
-    held h{b, stream, {}, {}, false, s.next_seq++};
-    s.in_free_order.push_back(std::move(h));
-    s.by_size.emplace(b.size, std::prev(s.in_free_order.end()));
+    // Note [Recycled nodes]: a kept node where there is one (its vectors are empty).
+    if (spare_held_.empty()) spare_held_.emplace_back();
+    s.in_free_order.splice(s.in_free_order.end(), spare_held_, spare_held_.begin());
+    held& h = s.in_free_order.back();
+    h.b = b;
+    h.stream = stream;
+    h.deferred = false;
+    h.seq = s.next_seq++;
+    const std::pair key{b.size, h.seq};
+    const auto where = std::prev(s.in_free_order.end());
+    if (spare_keys_.empty()) {
+      s.by_size.emplace(key, where);
+    } else {
+      size_index::node_type node = std::move(spare_keys_.back());
+      spare_keys_.pop_back();
+      node.key() = key;
+      node.mapped() = where;
+      s.by_size.insert(std::move(node));
+    }
     return;
   }
   held h{b, stream, std::vector<void*>(uses.begin(), uses.end()), {}, defer, 0};
@@ -90,13 +106,12 @@ std::optional<held_block> stream_ordered_cache::reuse(std::size_t size, int devi
   auto it = streams_.find({device, stream});
   if (it == streams_.end()) return std::nullopt;
   stream_blocks& s = it->second;
-  auto fit = s.by_size.lower_bound(size);
-  if (fit == s.by_size.end() || fit->first / 2 > size) return std::nullopt;
+  auto fit = s.by_size.lower_bound({size, 0});
+  if (fit == s.by_size.end() || fit->first.first / 2 > size) return std::nullopt;
   auto block = fit->second;
   const held_block out = block->b;
   recycle_events(*block);
-  s.by_size.erase(fit);
-  s.in_free_order.erase(block);
+  forget(s, block, fit);
   return out;
 }
 
@@ -136,16 +151,27 @@ std::size_t stream_ordered_cache::release_front(const stream_key& key, stream_bl
   // Blocks are in free order, so the first one no completed fence covers ends the scan.
   while (!s.in_free_order.empty() && s.in_free_order.front().seq < s.done) {
     held& h = s.in_free_order.front();
-    for (auto f = s.by_size.lower_bound(h.b.size); f != s.by_size.end(); ++f)
-      if (f->second == s.in_free_order.begin()) {
-        s.by_size.erase(f);
-        break;
-      }
+    const auto indexed = s.by_size.find({h.b.size, h.seq});
     bytes += h.b.size;
     release(h);
-    s.in_free_order.pop_front();
+    forget(s, s.in_free_order.begin(), indexed);
   }
   return bytes;
+}
+
+void stream_ordered_cache::forget(stream_blocks& s, std::list<held>::iterator it,
+                                  size_index::iterator key) {
+  if (spare_keys_.size() < max_spare_nodes)
+    spare_keys_.push_back(s.by_size.extract(key));
+  else
+    s.by_size.erase(key);
+  if (spare_held_.size() < max_spare_nodes) {
+    it->uses.clear();
+    it->events.clear();
+    spare_held_.splice(spare_held_.end(), s.in_free_order, it);
+  } else {
+    s.in_free_order.erase(it);
+  }
 }
 
 std::size_t stream_ordered_cache::release_shared(bool all, bool wait) {

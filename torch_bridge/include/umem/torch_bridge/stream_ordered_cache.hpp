@@ -107,9 +107,14 @@ class stream_ordered_cache {
     std::unique_ptr<alloc::stream_event> event;
   };
   // Blocks used on their own stream only, and the fences that cover them, both in free order.
+  // by_size is keyed by (size, seq): reuse() finds the smallest fit, oldest first, and a block
+  // released from the front is erased by its key, not searched for among the blocks of its size
+  // and larger (that search made a release of n blocks cost n^2: the slow mallocs that
+  // bench/torch_bridge measured).
+  using size_index = std::map<std::pair<std::size_t, std::uint64_t>, std::list<held>::iterator>;
   struct stream_blocks {
     std::list<held> in_free_order;
-    std::multimap<std::size_t, std::list<held>::iterator> by_size;
+    size_index by_size;
     std::deque<fence> fences;    // recorded, not yet seen complete, oldest first
     std::uint64_t next_seq = 0;  // seq of the next free
     std::uint64_t fenced = 0;    // blocks with seq < fenced are covered by a recorded fence
@@ -130,11 +135,21 @@ class stream_ordered_cache {
   static bool drained(const stream_blocks& s);
   std::size_t release_shared(bool all, bool wait);
   void release(held& h);
+  // Takes `it` out of s (Note [Recycled nodes]).
+  void forget(stream_blocks& s, std::list<held>::iterator it, size_index::iterator key);
 
   event_factory events_;
   release_fn release_;
   std::map<stream_key, stream_blocks> streams_;
   std::list<held> shared_;  // blocks used on several streams (any device)
+  // Note [Recycled nodes]
+  // A free and the release or reuse of its block would otherwise allocate and free a list node
+  // and a map node each time, under the bridge's lock: the nodes of blocks that left are kept
+  // here (at most max_spare_nodes) and the next free takes them (std::list::splice,
+  // std::map::extract), so a steady workload frees without calling malloc.
+  std::list<held> spare_held_;
+  std::vector<size_index::node_type> spare_keys_;
+  static constexpr std::size_t max_spare_nodes = 4096;
   std::map<int, std::vector<std::unique_ptr<alloc::stream_event>>> spare_events_;
 };
 
