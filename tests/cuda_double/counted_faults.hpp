@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <map>
+#include <mutex>
 #include <string>
 
 namespace umem::test_doubles {
@@ -47,5 +48,14 @@ class counted_faults {
   std::string first_failed_;
   std::map<std::string, std::size_t> by_entry_;
 };
+
+// What `text(faults)` says, taken under `mu` and kept in `copy`: a C string for a double's
+// control, valid until the next call with the same `copy`.
+template <class Text>
+const char* text_of(std::mutex& mu, const counted_faults& faults, std::string& copy, Text text) {
+  const std::lock_guard lock(mu);
+  copy = text(faults);
+  return copy.c_str();
+}
 
 }  // namespace umem::test_doubles

@@ -909,17 +909,15 @@ UMEM_DOUBLE_EXPORT unsigned long long umem_cuda_double_faults_injected() {
 UMEM_DOUBLE_EXPORT const char* umem_cuda_double_first_failed() {
   static std::string copy;
   state& s = the_state();
-  std::lock_guard lock(s.mu);
-  copy = s.faults.first_failed();
-  return copy.c_str();
+  return umem::test_doubles::text_of(s.mu, s.faults, copy,
+                                     [](const auto& f) { return f.first_failed(); });
 }
 
 UMEM_DOUBLE_EXPORT const char* umem_cuda_double_fault_calls_by_entry() {
   static std::string copy;
   state& s = the_state();
-  std::lock_guard lock(s.mu);
-  copy = s.faults.by_entry();
-  return copy.c_str();
+  return umem::test_doubles::text_of(s.mu, s.faults, copy,
+                                     [](const auto& f) { return f.by_entry(); });
 }
 
 // cuMemHostRegister registrations not yet unregistered, and their bytes.

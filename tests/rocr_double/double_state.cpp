@@ -306,17 +306,15 @@ UMEM_DOUBLE_EXPORT uint64_t umem_rocr_double_faults_injected() {
 UMEM_DOUBLE_EXPORT const char* umem_rocr_double_first_failed() {
   static std::string copy;
   state& s = the_state();
-  std::lock_guard<std::mutex> guard(s.mu);
-  copy = s.faults.first_failed();
-  return copy.c_str();
+  return umem::test_doubles::text_of(s.mu, s.faults, copy,
+                                     [](const auto& f) { return f.first_failed(); });
 }
 
 UMEM_DOUBLE_EXPORT const char* umem_rocr_double_fault_calls_by_entry() {
   static std::string copy;
   state& s = the_state();
-  std::lock_guard<std::mutex> guard(s.mu);
-  copy = s.faults.by_entry();
-  return copy.c_str();
+  return umem::test_doubles::text_of(s.mu, s.faults, copy,
+                                     [](const auto& f) { return f.by_entry(); });
 }
 
 // Locks (memory_lock, memory_lock_to_pool) not yet unlocked, and pool allocations not yet freed.
