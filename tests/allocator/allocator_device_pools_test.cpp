@@ -6,6 +6,7 @@
 #include <map>
 #include <thread>
 
+#include "allocator/fake_device_source.hpp"
 #include "allocator/fake_upstream.hpp"
 #include "umem/allocator/allocator.hpp"
 #include "umem/allocator/gpu/no_gpu_mapper.hpp"
@@ -17,29 +18,10 @@ namespace {
 using namespace umem::alloc;
 using umem::coherence;
 using umem::errc;
+using umem::alloc::test::fake_device_source;
 using umem::alloc::test::fake_upstream;
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
-
-// A discrete GPU's memory: fake_upstream's aligned host memory with a capacity.
-class fake_device_source final : public device_memory_source {
- public:
-  explicit fake_device_source(std::size_t capacity)
-      : memory_(capacity, 2 * MiB), capacity_(capacity) {}
-  segment allocate(std::size_t bytes, const node_binding& where, coherence kind) override {
-    return memory_.allocate(bytes, where, kind);
-  }
-  void deallocate(const segment& s) noexcept override { memory_.deallocate(s); }
-  std::string describe() const override { return "fake device memory"; }
-  std::pair<std::uint64_t, std::uint64_t> memory_info() const override {
-    return {capacity_ - memory_.outstanding_bytes(), capacity_};
-  }
-  const fake_upstream& memory() const { return memory_; }
-
- private:
-  fake_upstream memory_;
-  std::size_t capacity_;
-};
 
 // Two nodes, GPU 0 on node 0 and GPU 1 on node 1; GPU 0 is discrete (a fake device source of
 // `capacity`), GPU 1 unified (the factory answers null for it).

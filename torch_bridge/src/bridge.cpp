@@ -127,6 +127,9 @@ void bridge::remember(void* p, const live_block& l) {
 void bridge::attach(event_factory events) {
   live_.reserve(live_reserve);
   spare_live_.reserve(live_reserve);
+  if (events && alloc_->options().max_cached == 0)
+    for (int d = 0; d < static_cast<int>(alloc_->topo().gpus().size()); ++d)
+      if (discrete(d)) sole_.try_emplace(d);
   cache_ = std::make_unique<stream_ordered_cache>(
       std::move(events), [this](const held_block& b, bool shared) { released(b, shared); });
   // The ladder's second rung is this bridge's (Note [Reclaim ladder] in reclaim_ladder.hpp); like
@@ -292,6 +295,7 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
   const std::size_t reported = pytorch_size(bytes);
   std::optional<std::uint64_t> cap;
   this_call = {};
+  bool own_segment = false;
   {
     // Note [One lock]: a block freed on this stream is the whole malloc under one lock.
     std::lock_guard lock(mutex_);
@@ -303,15 +307,18 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
         remember(reused->p, live_block{bytes, reported, device, stream, {}});
         return reused->p;
       }
-    if (captures_.load() == 0) {
+    if (captures_.load() == 0 && !cache_->empty()) {
       this_call.release_scan = true;
       cache_->release_completed();
     }
+    own_segment = device >= 0 && !admit_stream(device, stream);
     if (capped_devices_.load(std::memory_order_relaxed) != 0)
       if (auto it = usage_.find(device); it != usage_.end()) cap = it->second.cap_bytes;
   }
   this_call.allocator = true;
-  void* p = allocate_capped(reported, request_for(device), device, cap);
+  alloc::request r = request_for(device);
+  r.own_segment = own_segment;
+  void* p = allocate_capped(reported, std::move(r), device, cap);
   std::lock_guard lock(mutex_);
   ++this_call.locks;
   account_allocate(device, reported, bytes, false);
@@ -340,15 +347,16 @@ void bridge::deallocate(void* p) {
       sub(u->active, cls, 1);
     }
   }
-  if (l.device < 0) {
-    lock.unlock();  // host memory has no streams: straight back to the allocator
-    alloc_->deallocate(p);
-    return;
-  }
-  cache_->deallocate(held_block{p, l.reported, l.device}, l.stream, l.uses, captures_.load() > 0);
+  const bool at_once = frees_at_once(l);
+  if (!at_once)
+    cache_->deallocate(held_block{p, l.reported, l.device}, l.stream, l.uses, captures_.load() > 0);
   if (spare_live_.size() < live_reserve) {  // Note [Live blocks]
     node.mapped().uses.clear();
     spare_live_.push_back(std::move(node));
+  }
+  if (at_once) {
+    lock.unlock();
+    alloc_->deallocate(p);
   }
 }
 
@@ -421,9 +429,39 @@ void bridge::set_external_reserved(int device, std::uint64_t bytes) {
   usage_[device].external_bytes = static_cast<std::int64_t>(bytes);
 }
 
+bool bridge::frees_at_once(const live_block& l) const {
+  if (l.device < 0) return true;  // host memory has no streams
+  if (!l.uses.empty() || captures_.load() > 0) return false;
+  const auto it = sole_.find(l.device);
+  return it != sole_.end() && it->second.known && !it->second.ended &&
+         it->second.stream == l.stream;
+}
+
+bool bridge::admit_stream(int device, void* stream) {
+  const auto it = sole_.find(device);
+  if (it == sole_.end() || it->second.ended) return true;
+  sole_stream& s = it->second;
+  if (!s.known) {
+    s.known = true;
+    s.stream = stream;
+    return true;
+  }
+  if (s.stream == stream) return true;
+  // Until the sole stream's work is waited for, its freed blocks in the pool are not this
+  // stream's to take: a segment of its own instead, during a capture or without events.
+  if (captures_.load() > 0 || !cache_->wait_for_stream(device, s.stream)) return false;
+  s.ended = true;
+  log().debug("umem torch bridge: device {} has a second stream; frees wait on streams again",
+              device);
+  return true;
+}
+
 std::size_t bridge::release_held(bool synchronized) {
   std::lock_guard lock(mutex_);
   ++this_call.locks;
+  if (!synchronized && captures_.load() == 0)
+    for (auto& [device, s] : sole_)
+      if (s.known && !s.ended) cache_->wait_for_stream(device, s.stream);
   return cache_->release_all(synchronized);
 }
 

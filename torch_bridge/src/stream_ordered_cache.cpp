@@ -212,6 +212,15 @@ void stream_ordered_cache::arm_deferred() {
     if (h.deferred) record_events(h);
 }
 
+bool stream_ordered_cache::wait_for_stream(int device, void* stream) {
+  auto e = take_event(device);
+  if (!e) return false;
+  e->record(stream);
+  e->synchronize();
+  spare_events_[device].push_back(std::move(e));
+  return true;
+}
+
 std::size_t stream_ordered_cache::held_bytes(int device) const {
   std::size_t bytes = 0;
   for (const auto& [key, s] : streams_)

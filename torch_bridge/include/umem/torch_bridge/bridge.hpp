@@ -21,6 +21,24 @@
 // serve takes it again after the umem allocator (its own pools' locks) has served it: the
 // allocator's work, which may ask the system for memory, runs outside the bridge's lock. The
 // cache's release callback runs under the lock and returns blocks to the allocator there.
+//
+// Note [A device's sole stream]
+// PyTorch's caching allocator gives a block freed on its allocation stream back to that stream's
+// free blocks at once, coalesced with its neighbours, and never hands it to another stream.
+// umem's pools know no streams, so such a block waits in the stream-ordered cache until a fence
+// shows that its stream passed the free (Note [Lazy stream fences]); while the GPU runs behind
+// the CPU those blocks serve neither other sizes nor coalescing, so the pool grows instead, and
+// each cache miss records and queries events. Most processes allocate on one stream per device.
+// So while a single stream has allocated on a device whose memory is a pool of its own (a
+// discrete GPU; a unified GPU's node pools also serve CPU memory) that gives nothing back by
+// itself (max_cached 0), a block freed on that stream and used nowhere else goes straight back
+// to the pool, as in PyTorch: its only other taker is that same stream, in order. Before any of
+// that pool's memory may go elsewhere, the bridge waits for the stream once
+// (stream_ordered_cache::wait_for_stream): when a second stream allocates on the device (from
+// then on, frees wait in the cache again), and in its rung of the reclaim ladder and in
+// empty_cache, which come before any trim. A second stream appearing during a graph capture,
+// when waiting is illegal, gets a segment of its own (Note [Own segments] in caching_pool.hpp)
+// until no capture is underway; frees during a capture go through the cache as before.
 #pragma once
 
 #include <array>
@@ -221,8 +239,16 @@ class bridge {
   std::int64_t reserved_for_cap(int device) const;
   [[noreturn]] void throw_oom(std::size_t bytes, int device, const std::string& detail);
   void account_allocate(int device, std::size_t reported, std::size_t requested, bool reused);
-  // cache_->release_all under mutex_; the bytes released.
+  // cache_->release_all under mutex_; the bytes released. Unless `synchronized`, first waits for
+  // every device's sole stream (Note [A device's sole stream]).
   std::size_t release_held(bool synchronized);
+  // Whether a free of `l` goes straight back to the allocator: host memory, or the block of a
+  // device's sole stream used nowhere else, outside captures. mutex_ held.
+  bool frees_at_once(const live_block& l) const;
+  // Whether `stream` may allocate from `device`'s pool: false only when it is a second stream
+  // while a capture is underway (then it gets a segment of its own). Ends the sole stream when
+  // another stream comes, after waiting for it. mutex_ held.
+  bool admit_stream(int device, void* stream);
   // The cache's release callback, called under mutex_ (Note [One lock]).
   void released(const held_block& b, bool shared);
   // {free, total} before the memory fraction's cap: the GPU's own memory (discrete), else the
@@ -255,6 +281,13 @@ class bridge {
   std::vector<live_map::node_type> spare_live_;
   // Records `p` as live; mutex_ held.
   void remember(void* p, const live_block& l);
+  struct sole_stream {  // Note [A device's sole stream]; guarded by mutex_
+    bool known = false;  // `stream` allocated first
+    bool ended = false;  // another stream allocated since: frees wait in the cache
+    void* stream = nullptr;
+  };
+  // The devices it applies to (their own pool, max_cached 0, stream events), fixed by attach().
+  std::map<int, sole_stream> sole_;
   std::unordered_map<const void*, std::pair<std::size_t, int>> lent_;  // usable bytes, device
 };
 

@@ -88,6 +88,11 @@ class stream_ordered_cache {
   void arm_deferred();
   // Bytes held for `device` (-1: all devices).
   std::size_t held_bytes(int device) const;
+  // Whether nothing is held and no fence is pending (then release_completed has nothing to do).
+  bool empty() const { return streams_.empty() && shared_.empty(); }
+  // Records an event on `stream` and waits for it: the work queued there so far has completed.
+  // False where `device` has no events. Never call it while a graph capture is underway.
+  bool wait_for_stream(int device, void* stream);
 
   static constexpr std::size_t max_fences = 8;  // pending fences per stream
 
