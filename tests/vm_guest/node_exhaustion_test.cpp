@@ -8,29 +8,21 @@
 // - spill:warn:  the fill moves on to the node spill_order names first;
 // - both: every page is where it should be (move_pages), and after freeing and trimming the
 //   statistics are back to 0 and the node's free memory comes back.
-// Each fill runs in a child process (a gtest death test), so a kernel OOM kill shows as a failure
-// "killed by signal 9" next to the kernel's "Out of memory: Killed process" line on the console,
-// and the program goes on with its other tests.
+// Each fill runs in a child process (exhaustion_checks.hpp), so a kernel OOM kill fails the test
+// instead of ending the program.
 //
 // Before the host NUMA source checked a node's obtainable memory (Note [The real end of a node]
 // in node_meminfo.hpp), both fills ended in the kernel's OOM killer (SIGKILL at about 705 of the
 // node's 768 MiB): a strictly bound MADV_POPULATE_WRITE never returns ENOMEM.
-//
-// Outside the VM (UMEM_VM_EXPECT_NODES unset) every test skips: filling a node of a shared build
-// machine would push its other work into the kernel's OOM killer.
-#include <gtest/gtest-spi.h>
-#include <numa.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "placement_checks.hpp"
+#include "exhaustion_checks.hpp"
 #include "umem/allocator/allocator.hpp"
 #include "umem/allocator/gpu/no_gpu_mapper.hpp"
 #include "umem/allocator/placement_resolver.hpp"
@@ -42,56 +34,18 @@ namespace {
 
 using namespace umem::alloc;
 
-constexpr std::size_t MiB = std::size_t{1} << 20;
 constexpr std::size_t block_bytes = 16 * MiB;
 // The kernel keeps per-node reserves (watermarks, per-CPU lists) and the fill ends at the first
 // 16 MiB block that does not fit, so a fill falls short of the free memory measured before it by
 // up to this much. Far smaller than any umem limit a test could mistake for the real end.
 constexpr std::int64_t fill_shortfall_max = 96 * MiB;
-// What the kernel itself may take or give on the node meanwhile (page tables, slab, and after a
-// fill to the very end what it reclaimed and allocated there under pressure: 29 MiB seen).
-constexpr std::int64_t free_drift_max = 64 * MiB;
 // A leak is memory still mapped in this process: one leaked block would add 16 MiB to its resident
 // size, while the allocator's and the test's bookkeeping (maps, vectors, malloc's arenas) grow it
 // by about 5 MiB over a fill.
 constexpr std::int64_t resident_drift_max = 12 * MiB;
 
-std::int64_t resident_bytes() {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) {
-    ADD_FAILURE() << "cannot read /proc/self/status";
-    return 0;
-  }
-  char line[256];
-  long long kib = -1;
-  while (std::fgets(line, sizeof line, f) != nullptr)
-    if (std::sscanf(line, "VmRSS: %lld kB", &kib) == 1) break;
-  std::fclose(f);
-  if (kib < 0) ADD_FAILURE() << "no VmRSS in /proc/self/status";
-  return kib * 1024;
-}
-
-std::int64_t node_free_bytes(int node) {
-  long long free_bytes = 0;
-  if (numa_node_size64(node, &free_bytes) < 0) ADD_FAILURE() << "numa_node_size64(" << node << ")";
-  return free_bytes;
-}
-
-class node_exhaustion : public placement_checks {
+class node_exhaustion : public exhaustion_checks {
  protected:
-  void SetUp() override {
-    if (std::getenv("UMEM_VM_EXPECT_NODES") == nullptr)
-      GTEST_SKIP() << "UMEM_VM_EXPECT_NODES is unset: this test fills a NUMA node to its end and "
-                      "runs only inside the VM (tests/vm/run-vm-suite.sh)";
-    placement_checks::SetUp();
-    if (HasFatalFailure()) return;
-    if (nodes().size() < 2) GTEST_SKIP() << "spilling needs a second NUMA node";
-    node_ = nodes().front();
-    for (const auto& n : machine().numa.nodes)
-      if (n.memory_total_bytes < machine().find_numa_node(node_)->memory_total_bytes)
-        node_ = n.os_index;
-  }
-
   static std::unique_ptr<allocator> make_allocator(const std::string& spill) {
     // No thread cache and no expandable segments: every block is one segment of its own, freed
     // to the kernel by trim(), so the node's free memory can be compared before and after.
@@ -133,44 +87,16 @@ class node_exhaustion : public placement_checks {
         << "node " << node_ << "'s memory did not come back after freeing and trimming";
   }
 
-  // Public: in_child takes their address from the TEST_F classes derived from this one.
- public:
   void fill_never() const;
   void fill_warn() const;
-
- protected:
-  // Runs `fill` in a death test's child: passes when the child exits 0 (every check held).
-  void in_child(void (node_exhaustion::*fill)() const) const {
-    // A death test's child forwards no events, so its failures are collected here and printed
-    // to stderr, which the parent shows as the child's message.
-    EXPECT_EXIT(
-        {
-          ::testing::TestPartResultArray failures;
-          {
-            const ::testing::ScopedFakeTestPartResultReporter collect(
-                ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ALL_THREADS, &failures);
-            (this->*fill)();
-          }
-          for (int i = 0; i < failures.size(); ++i) {
-            const ::testing::TestPartResult& r = failures.GetTestPartResult(i);
-            std::fprintf(stderr, "%s:%d: %s\n", r.file_name() ? r.file_name() : "?",
-                         r.line_number(), r.message());
-          }
-          std::fflush(stdout);
-          std::exit(failures.size() == 0 ? 0 : 1);
-        },
-        ::testing::ExitedWithCode(0), "");
-  }
-
-  int node_ = -1;
 };
 
 TEST_F(node_exhaustion, never_fails_with_out_of_memory_at_the_nodes_real_end) {
-  in_child(&node_exhaustion::fill_never);
+  in_child([this] { fill_never(); });
 }
 
 TEST_F(node_exhaustion, warn_spills_to_the_nearest_node_at_the_nodes_real_end) {
-  in_child(&node_exhaustion::fill_warn);
+  in_child([this] { fill_warn(); });
 }
 
 void node_exhaustion::fill_never() const {
