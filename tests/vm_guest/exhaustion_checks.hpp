@@ -71,6 +71,20 @@ class exhaustion_checks : public placement_checks {
         node_ = n.os_index;
   }
 
+  // What the checks after a fill compare with, measured before it.
+  struct before_fill {
+    std::int64_t resident, node_free;
+  };
+  before_fill measure() const { return {resident_bytes(), node_free_bytes(node_)}; }
+
+  // After everything was freed and given back: no more than `resident_drift_max` is still mapped
+  // (what the fill's bookkeeping grew by, less than one block), and the node has its memory back.
+  void expect_memory_back(const before_fill& before, std::int64_t resident_drift_max) const {
+    EXPECT_LE(resident_bytes(), before.resident + resident_drift_max) << "memory still mapped";
+    EXPECT_GE(node_free_bytes(node_), before.node_free - free_drift_max)
+        << "node " << node_ << "'s memory did not come back after everything was freed";
+  }
+
   // Runs `fill` in a death test's child: passes when the child exits 0 (every check held).
   static void in_child(const std::function<void()>& fill) {
     // A death test's child forwards no events, so its failures are collected here and printed

@@ -72,9 +72,8 @@ class node_exhaustion : public exhaustion_checks {
   }
 
   // Frees `blocks`, trims, and expects nothing left: statistics at 0, this process's resident
-  // memory back to `resident_before`, the node's free memory back to about `free_before`.
-  void free_all(allocator& a, std::vector<void*>& blocks, std::int64_t free_before,
-                std::int64_t resident_before) const {
+  // memory and the node's free memory back to about what they were `before`.
+  void free_all(allocator& a, std::vector<void*>& blocks, const before_fill& before) const {
     for (void* b : blocks) a.deallocate(b);
     blocks.clear();
     a.trim();
@@ -82,9 +81,7 @@ class node_exhaustion : public exhaustion_checks {
     EXPECT_EQ(stats.at("allocated_bytes.all.current"), 0);
     EXPECT_EQ(stats.at("reserved_bytes.all.current"), 0);
     EXPECT_EQ(stats.at("segment.all.current"), 0);
-    EXPECT_LE(resident_bytes(), resident_before + resident_drift_max) << "memory still mapped";
-    EXPECT_GE(node_free_bytes(node_), free_before - free_drift_max)
-        << "node " << node_ << "'s memory did not come back after freeing and trimming";
+    expect_memory_back(before, resident_drift_max);
   }
 
   void fill_never() const;
@@ -101,12 +98,11 @@ TEST_F(node_exhaustion, warn_spills_to_the_nearest_node_at_the_nodes_real_end) {
 
 void node_exhaustion::fill_never() const {
   auto a = make_allocator("never");
-  const std::int64_t resident_before = resident_bytes();
-  const std::int64_t free_before = node_free_bytes(node_);
+  const before_fill before = measure();
   std::vector<void*> blocks;
   std::string failure;
   // Twice the node's free memory without a failure means the kernel never refused.
-  for (std::int64_t taken = 0; taken < 2 * free_before; taken += block_bytes) {
+  for (std::int64_t taken = 0; taken < 2 * before.node_free; taken += block_bytes) {
     try {
       blocks.push_back(a->allocate(block_bytes, on_node()));
     } catch (const umem::error& e) {
@@ -117,25 +113,25 @@ void node_exhaustion::fill_never() const {
   }
   const auto filled = static_cast<std::int64_t>(blocks.size() * block_bytes);
   std::printf("[exhaustion] spill:never: node %d had %lld MiB free; filled %lld MiB, then: %s\n",
-              node_, static_cast<long long>(free_before / MiB),
+              node_, static_cast<long long>(before.node_free / MiB),
               static_cast<long long>(filled / MiB), failure.c_str());
   ASSERT_FALSE(failure.empty()) << "node " << node_ << " never ran out";
   EXPECT_NE(failure.find("node " + std::to_string(node_)), std::string::npos) << failure;
-  EXPECT_GE(filled, free_before - fill_shortfall_max) << "the fill stopped before the node's end";
+  EXPECT_GE(filled, before.node_free - fill_shortfall_max)
+      << "the fill stopped before the node's end";
   EXPECT_EQ(a->memory_stats().at("spills"), 0);
   EXPECT_EQ(sampled_nodes(blocks),
             (std::map<int, std::size_t>{{node_, blocks.size() * block_bytes / (2 * MiB)}}));
-  free_all(*a, blocks, free_before, resident_before);
+  free_all(*a, blocks, before);
 }
 
 void node_exhaustion::fill_warn() const {
   auto a = make_allocator("warn");
   const int nearest = spill_order(node_, machine().numa).front();
-  const std::int64_t resident_before = resident_bytes();
-  const std::int64_t free_before = node_free_bytes(node_);
+  const before_fill before = measure();
   const std::int64_t nearest_free_before = node_free_bytes(nearest);
   std::vector<void*> home, spilled;
-  for (std::int64_t taken = 0; spilled.empty() && taken < 2 * free_before;
+  for (std::int64_t taken = 0; spilled.empty() && taken < 2 * before.node_free;
        taken += block_bytes) {
     void* p = a->allocate(block_bytes, on_node());
     const auto where = pages_by_node(p, 4096);
@@ -143,19 +139,20 @@ void node_exhaustion::fill_warn() const {
   }
   std::printf("[exhaustion] spill:warn: node %d had %lld MiB free; %zu MiB stayed, then a block "
               "spilled to node %d\n",
-              node_, static_cast<long long>(free_before / MiB), home.size() * block_bytes / MiB,
+              node_, static_cast<long long>(before.node_free / MiB),
+              home.size() * block_bytes / MiB,
               nearest);
   ASSERT_EQ(spilled.size(), 1u) << "node " << node_ << " never ran out";
   EXPECT_EQ(a->memory_stats().at("spills"), 1);
   EXPECT_GE(static_cast<std::int64_t>(home.size() * block_bytes),
-            free_before - fill_shortfall_max);
+            before.node_free - fill_shortfall_max);
   EXPECT_EQ(sampled_nodes(spilled),
             (std::map<int, std::size_t>{{nearest, block_bytes / (2 * MiB)}}));
   EXPECT_EQ(sampled_nodes(home),
             (std::map<int, std::size_t>{{node_, home.size() * block_bytes / (2 * MiB)}}));
   a->deallocate(spilled.front());  // first: free_all expects the whole allocator empty
   spilled.clear();
-  free_all(*a, home, free_before, resident_before);
+  free_all(*a, home, before);
   EXPECT_GE(node_free_bytes(nearest), nearest_free_before - free_drift_max);
 }
 

@@ -2,8 +2,9 @@
 // to a NUMA node's real end. The VM has no Python, so this program calls what umem.torch.empty
 // calls (python/umem/torch.py): the torch bridge's C ABI umem_torch_host_malloc(nbytes, node) and
 // umem_torch_host_free (torch_bridge/include/umem/umem_torch.h), a named stand-in for the Python
-// call. That Python turns the failing status into a typed exception is tested on the build
-// machine (tests/python/test_errors.py).
+// call. That Python turns the failing status into a typed exception (umem.UmemError, status
+// UMEM_ERR_OUT_OF_MEMORY) is tested on the build machine in tests/python/test_errors.py:
+// test_empty_past_the_nodes_memory_raises_out_of_memory_naming_the_node.
 //
 // The bridge is configured as a Python user would (umem_torch_init with UMEM_ALLOC_CONF text that
 // sets only `spill`: default populate, thread cache and expandable segments), and every block is
@@ -69,8 +70,7 @@ class torch_host_exhaustion : public exhaustion_checks {
 
   // umem_torch_host_free of every block, umem_torch_empty_cache, then nothing left: the bridge's
   // statistics at 0, the resident size and the node's free memory back.
-  void free_all(std::vector<void*>& blocks, std::int64_t free_before,
-                std::int64_t resident_before) const {
+  void free_all(std::vector<void*>& blocks, const before_fill& before) const {
     for (void* b : blocks) EXPECT_EQ(umem_torch_host_free(b), UMEM_OK) << umem_torch_last_error();
     const auto filled = blocks.size() * block_bytes;
     blocks.clear();
@@ -81,9 +81,7 @@ class torch_host_exhaustion : public exhaustion_checks {
     EXPECT_EQ(s.allocated_bytes[0].current, 0);
     EXPECT_EQ(s.reserved_bytes[0].current, 0);
     EXPECT_EQ(s.segment[0].current, 0);
-    EXPECT_LE(resident_bytes(), resident_before + resident_drift_max) << "memory still mapped";
-    EXPECT_GE(node_free_bytes(node_), free_before - free_drift_max)
-        << "node " << node_ << "'s memory did not come back after freeing and empty_cache";
+    expect_memory_back(before, resident_drift_max);
   }
 
   void fill_never() const;
@@ -100,13 +98,12 @@ TEST_F(torch_host_exhaustion, warn_spills_to_the_nearest_node_at_the_nodes_real_
 
 void torch_host_exhaustion::fill_never() const {
   ASSERT_EQ(umem_torch_init("spill:never"), UMEM_OK) << umem_torch_last_error();
-  const std::int64_t resident_before = resident_bytes();
-  const std::int64_t free_before = node_free_bytes(node_);
+  const before_fill before = measure();
   std::vector<void*> blocks;
   umem_status status = UMEM_OK;
   std::string failure;
   // Twice the node's free memory without a failure means the node never refused.
-  for (std::int64_t taken = 0; taken < 2 * free_before; taken += block_bytes) {
+  for (std::int64_t taken = 0; taken < 2 * before.node_free; taken += block_bytes) {
     void* p = nullptr;
     status = umem_torch_host_malloc(block_bytes, node_, &p);
     if (status != UMEM_OK) {
@@ -120,26 +117,26 @@ void torch_host_exhaustion::fill_never() const {
   const auto filled = static_cast<std::int64_t>(blocks.size() * block_bytes);
   std::printf("[torch exhaustion] spill:never: node %d had %lld MiB free; umem_torch_host_malloc "
               "gave %lld MiB, then status %d: %s\n",
-              node_, static_cast<long long>(free_before / MiB),
+              node_, static_cast<long long>(before.node_free / MiB),
               static_cast<long long>(filled / MiB), static_cast<int>(status), failure.c_str());
   ASSERT_NE(status, UMEM_OK) << "node " << node_ << " never ran out";
   EXPECT_EQ(status, UMEM_ERR_OUT_OF_MEMORY) << failure;
   EXPECT_EQ(umem_torch_last_status(), UMEM_ERR_OUT_OF_MEMORY);
   EXPECT_NE(failure.find("node " + std::to_string(node_)), std::string::npos) << failure;
-  EXPECT_GE(filled, free_before - fill_shortfall_max) << "the fill stopped before the node's end";
+  EXPECT_GE(filled, before.node_free - fill_shortfall_max)
+      << "the fill stopped before the node's end";
   EXPECT_EQ(host_stats().num_ooms, 1);
   EXPECT_EQ(pages_of(blocks), all_on(node_, blocks.size()));
-  free_all(blocks, free_before, resident_before);
+  free_all(blocks, before);
 }
 
 void torch_host_exhaustion::fill_warn() const {
   ASSERT_EQ(umem_torch_init("spill:warn"), UMEM_OK) << umem_torch_last_error();
   const int nearest = alloc::spill_order(node_, machine().numa).front();
-  const std::int64_t resident_before = resident_bytes();
-  const std::int64_t free_before = node_free_bytes(node_);
+  const before_fill before = measure();
   const std::int64_t nearest_free_before = node_free_bytes(nearest);
   std::vector<void*> home, spilled;
-  for (std::int64_t taken = 0; spilled.empty() && taken < 2 * free_before;
+  for (std::int64_t taken = 0; spilled.empty() && taken < 2 * before.node_free;
        taken += block_bytes) {
     void* p = nullptr;
     ASSERT_EQ(umem_torch_host_malloc(block_bytes, node_, &p), UMEM_OK) << umem_torch_last_error();
@@ -148,17 +145,18 @@ void torch_host_exhaustion::fill_warn() const {
   }
   std::printf("[torch exhaustion] spill:warn: node %d had %lld MiB free; %zu MiB stayed, then a "
               "block came from node %d\n",
-              node_, static_cast<long long>(free_before / MiB), home.size() * block_bytes / MiB,
+              node_, static_cast<long long>(before.node_free / MiB),
+              home.size() * block_bytes / MiB,
               spilled.empty() ? -1 : pages_by_node(spilled.front(), 4096).begin()->first);
   ASSERT_EQ(spilled.size(), 1u) << "node " << node_ << " never ran out";
   EXPECT_GE(static_cast<std::int64_t>(home.size() * block_bytes),
-            free_before - fill_shortfall_max);
+            before.node_free - fill_shortfall_max);
   EXPECT_EQ(pages_of(spilled), all_on(nearest, 1));
   EXPECT_EQ(pages_of(home), all_on(node_, home.size()));
   EXPECT_EQ(host_stats().num_ooms, 0) << "a spill is not an out-of-memory";
   home.push_back(spilled.front());
   spilled.clear();
-  free_all(home, free_before, resident_before);
+  free_all(home, before);
   EXPECT_GE(node_free_bytes(nearest), nearest_free_before - free_drift_max);
 }
 
