@@ -31,6 +31,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "os_call_faults.hpp"
@@ -56,26 +57,29 @@ struct fault_pattern {
 // gtest prints the parameter by this (the test's name says the same).
 void PrintTo(const fault_pattern& f, std::ostream* os) { *os << f.name; }
 
-std::vector<fault_pattern> patterns() {
-  std::vector<fault_pattern> out(5);
-  out[0].name = "every_7th_call";
-  out[0].plan.every = 7;
-  // Every 3rd call would fail each new segment at the same step (mmap, trim head, trim tail).
-  out[4].name = "random_40_percent";
-  out[4].plan.per_mille = 400;
-  out[4].plan.seed = 3;
-  out[1].name = "random_20_percent";
-  out[1].plan.per_mille = 200;
-  out[1].plan.seed = 20261201;
-  out[2].name = "bursts_of_16_in_64";
-  out[2].plan.burst = 16;
-  out[2].plan.period = 64;
-  out[3].name = "random_10_percent_max_cached";
-  out[3].plan.per_mille = 100;
-  out[3].plan.seed = 7;
-  out[3].conf = "max_cached:16MiB";
-  return out;
+// Which calls fail (os_faults::plan): every `every`th, about per_mille / 1000 chosen by `seed`,
+// and the last `burst` of every `period`.
+fault_pattern pattern(std::string name, std::size_t every, std::uint32_t per_mille,
+                      std::uint64_t seed, std::size_t burst, std::size_t period,
+                      std::string conf = {}) {
+  fault_pattern f{std::move(name), {}, std::move(conf)};
+  f.plan.every = every;
+  f.plan.per_mille = per_mille;
+  f.plan.seed = seed;
+  f.plan.burst = burst;
+  f.plan.period = period;
+  return f;
 }
+
+// Not every 3rd call: that fails each new segment at the same step (mmap, trim head, trim tail),
+// so nothing is ever allocated.
+const std::vector<fault_pattern> patterns = {
+    pattern("every_7th_call", 7, 0, 0, 0, 0),
+    pattern("random_20_percent", 0, 200, 20261201, 0, 0),
+    pattern("bursts_of_16_in_64", 0, 0, 0, 16, 64),
+    pattern("random_10_percent_max_cached", 0, 100, 7, 0, 0, "max_cached:16MiB"),
+    pattern("random_40_percent", 0, 400, 3, 0, 0),
+};
 
 // A block a thread holds, with the word it wrote at its start, middle and end.
 struct held {
@@ -282,7 +286,7 @@ TEST_P(concurrent_os_faults, threads_see_only_out_of_memory_and_nothing_leaks) {
   EXPECT_EQ(umem_mapped_bytes(false), 0u) << where << ": umem's mappings are gone";
 }
 
-INSTANTIATE_TEST_SUITE_P(seeded, concurrent_os_faults, ::testing::ValuesIn(patterns()),
+INSTANTIATE_TEST_SUITE_P(seeded, concurrent_os_faults, ::testing::ValuesIn(patterns),
                          [](const ::testing::TestParamInfo<fault_pattern>& p) {
                            return p.param.name;
                          });
