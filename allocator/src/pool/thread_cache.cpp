@@ -1,5 +1,6 @@
 #include "umem/allocator/detail/pool/thread_cache.hpp"
 
+#include <algorithm>
 #include <thread>
 
 namespace umem::alloc {
@@ -30,7 +31,9 @@ thread_cache_totals& thread_cache_totals::operator+=(const thread_cache_totals& 
 }
 
 thread_cache::thread_cache(std::size_t capacity_bytes, std::size_t small_max)
-    : capacity_(capacity_bytes), small_max_(small_max), bins_(bin_count) {}
+    : capacity_(capacity_bytes), small_max_(small_max) {
+  for (std::size_t i = big_bin_first; i < bin_count; ++i) bins_[i].limit = slots_of(i);
+}
 
 void thread_cache::steal(std::vector<block*>& out) {
   // After request_steal() and the heavy fence the owner either saw the request (and keeps out of
@@ -49,13 +52,16 @@ void thread_cache::steal(std::vector<block*>& out) {
   steal_pending_.store(false, std::memory_order_release);
 }
 
+// The big bins are scanned here, on a miss that takes the pool's lock anyway, so that take() and
+// put() keep no record of which are filled.
 std::size_t thread_cache::return_big(std::span<block*, big_bins> out) {
-  if (big_filled_ == 0) return 0;
+  const auto first = bins_.begin() + big_bin_first;
+  if (std::all_of(first, bins_.end(), [](const bin& bn) { return bn.count == 0; })) return 0;
   const owner_section section(*this);
   if (!section.ok()) return 0;  // the stealer takes them
   std::size_t n = 0;
-  for (std::uint64_t filled = big_filled_; filled != 0; filled &= filled - 1) {
-    bin& bn = bins_[big_bin_first + static_cast<std::size_t>(std::countr_zero(filled))];
+  for (auto it = first; it != bins_.end(); ++it) {
+    bin& bn = *it;
     for (std::uint32_t s = 0; s < bn.count; ++s)  // big bins have one slot
       if (block* b = bn.slots[s].load(std::memory_order_acquire)) {
         bn.slots[s].store(nullptr, relaxed);
@@ -67,7 +73,6 @@ std::size_t thread_cache::return_big(std::span<block*, big_bins> out) {
       }
     bn.count = 0;
   }
-  big_filled_ = 0;
   return n;
 }
 
