@@ -1,6 +1,5 @@
 #include "umem/allocator/detail/pool/thread_cache.hpp"
 
-#include <algorithm>
 #include <thread>
 
 namespace umem::alloc {
@@ -52,16 +51,13 @@ void thread_cache::steal(std::vector<block*>& out) {
   steal_pending_.store(false, std::memory_order_release);
 }
 
-// The big bins are scanned here, on a miss that takes the pool's lock anyway, so that take() and
-// put() keep no record of which are filled.
 std::size_t thread_cache::return_big(std::span<block*, big_bins> out) {
-  const auto first = bins_.begin() + big_bin_first;
-  if (std::all_of(first, bins_.end(), [](const bin& bn) { return bn.count == 0; })) return 0;
+  if (big_filled_ == 0) return 0;
   const owner_section section(*this);
   if (!section.ok()) return 0;  // the stealer takes them
   std::size_t n = 0;
-  for (auto it = first; it != bins_.end(); ++it) {
-    bin& bn = *it;
+  for (std::uint64_t filled = big_filled_; filled != 0; filled &= filled - 1) {
+    bin& bn = bins_[big_bin_first + static_cast<std::size_t>(std::countr_zero(filled))];
     for (std::uint32_t s = 0; s < bn.count; ++s)  // big bins have one slot
       if (block* b = bn.slots[s].load(std::memory_order_acquire)) {
         bn.slots[s].store(nullptr, relaxed);
@@ -73,6 +69,7 @@ std::size_t thread_cache::return_big(std::span<block*, big_bins> out) {
       }
     bn.count = 0;
   }
+  big_filled_ = 0;
   return n;
 }
 
