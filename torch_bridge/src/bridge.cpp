@@ -112,21 +112,12 @@ bridge::bridge(std::unique_ptr<alloc::allocator> a, event_factory events,
 
 void bridge::remember(void* p, const live_block& l) {
   const std::size_t buckets = live_.bucket_count();
-  if (spare_live_.empty()) {
-    live_.emplace(p, l);
-  } else {  // Note [Live blocks]
-    live_map::node_type node = std::move(spare_live_.back());
-    spare_live_.pop_back();
-    node.key() = p;
-    node.mapped() = l;
-    live_.insert(std::move(node));
-  }
+  live_.emplace(p, l);
   this_call.live_rehash = live_.bucket_count() != buckets;
 }
 
 void bridge::attach(event_factory events) {
   live_.reserve(live_reserve);
-  spare_live_.reserve(live_reserve);
   cache_ = std::make_unique<stream_ordered_cache>(
       std::move(events), [this](const held_block& b, bool shared) { released(b, shared); });
   // The ladder's second rung is this bridge's (Note [Reclaim ladder] in reclaim_ladder.hpp); like
@@ -327,8 +318,8 @@ void bridge::deallocate(void* p) {
   auto it = live_.find(p);
   if (it == live_.end())
     throw_error(errc::not_found, "umem torch bridge: free of a pointer that is not a live allocation");
-  live_map::node_type node = live_.extract(it);
-  const live_block& l = node.mapped();
+  const live_block l = std::move(it->second);
+  live_.erase(it);
   const std::size_t cls = class_of(l.reported);
   for (usage* u : {&usage_[l.device], &total_}) {
     sub(u->allocated, cls, static_cast<std::int64_t>(l.reported));
@@ -346,10 +337,6 @@ void bridge::deallocate(void* p) {
     return;
   }
   cache_->deallocate(held_block{p, l.reported, l.device}, l.stream, l.uses, captures_.load() > 0);
-  if (spare_live_.size() < live_reserve) {  // Note [Live blocks]
-    node.mapped().uses.clear();
-    spare_live_.push_back(std::move(node));
-  }
 }
 
 void bridge::record_stream(void* p, void* stream) {
