@@ -240,6 +240,10 @@ struct allocator::impl {
 
   // allocate() and deallocate() past their fast paths.
   [[gnu::noinline]] static void* allocate_slow(allocator& a, std::size_t bytes, const request& r);
+  // allocate_slow with the default request, built here so allocate(bytes) builds none on a hit.
+  [[gnu::noinline]] static void* allocate_slow(allocator& a, std::size_t bytes) {
+    return allocate_slow(a, bytes, request{});
+  }
   [[gnu::noinline]] static void deallocate_slow(const pool_entry* first, void* p);
 
   // Rung 1 of the ladder, over every pool: a limit or the upstream may be shared.
@@ -331,6 +335,12 @@ void* allocator::allocate(std::size_t bytes, const request& r) {
     if (caching_pool* fixed = impl_->policy_home.load(std::memory_order_acquire))
       if (void* p = fixed->allocate_cached(bytes)) return p;  // Note [Fast path]
   return impl::allocate_slow(*this, bytes, r);
+}
+
+void* allocator::allocate(std::size_t bytes) {
+  if (caching_pool* fixed = impl_->policy_home.load(std::memory_order_acquire))
+    if (void* p = fixed->allocate_cached(bytes)) return p;  // Note [Fast path]
+  return impl::allocate_slow(*this, bytes);
 }
 
 void* allocator::impl::allocate_slow(allocator& a, std::size_t bytes, const request& r) {
