@@ -31,7 +31,9 @@ std::string no_gpu_access_reason(const topology& topo) {
          ")";
 }
 
-thread_local call_trace this_call;  // Note [Call trace] in bridge.hpp
+// Note [Call trace] in bridge.hpp. Initial-exec, like the allocator's t_last_cache
+// (thread_cache_registry.hpp): each access is an %fs-relative store, not a __tls_get_addr call.
+[[gnu::tls_model("initial-exec")]] thread_local call_trace this_call;
 
 // Note [Sizes PyTorch sees] in bridge.hpp.
 std::size_t pytorch_size(std::size_t bytes) {
