@@ -8,6 +8,9 @@
 // - spill:warn:  the fill moves on to the node spill_order names first;
 // - both: every page is where it should be (move_pages), and after freeing and trimming the
 //   statistics are back to 0 and the node's free memory comes back.
+// - given-back pages: a free block whose pages trim() gave back (Note [Decommitted pages] in
+//   segment.hpp) is taken again only while the node can back it: with the node filled meanwhile,
+//   out_of_memory; with room again, it comes back populated on the node.
 // Each fill runs in a child process (exhaustion_checks.hpp), so a kernel OOM kill fails the test
 // instead of ending the program.
 //
@@ -86,6 +89,7 @@ class node_exhaustion : public exhaustion_checks {
 
   void fill_never() const;
   void fill_warn() const;
+  void fill_over_given_back_pages() const;
 };
 
 TEST_F(node_exhaustion, never_fails_with_out_of_memory_at_the_nodes_real_end) {
@@ -94,6 +98,10 @@ TEST_F(node_exhaustion, never_fails_with_out_of_memory_at_the_nodes_real_end) {
 
 TEST_F(node_exhaustion, warn_spills_to_the_nearest_node_at_the_nodes_real_end) {
   in_child([this] { fill_warn(); });
+}
+
+TEST_F(node_exhaustion, given_back_pages_are_taken_again_only_while_the_node_can_back_them) {
+  in_child([this] { fill_over_given_back_pages(); });
 }
 
 void node_exhaustion::fill_never() const {
@@ -154,6 +162,51 @@ void node_exhaustion::fill_warn() const {
   spilled.clear();
   free_all(*a, home, before);
   EXPECT_GE(node_free_bytes(nearest), nearest_free_before - free_drift_max);
+}
+
+void node_exhaustion::fill_over_given_back_pages() const {
+  constexpr std::size_t given_back = 256 * MiB;
+  auto a = make_allocator("never");
+  const before_fill before = measure();
+  // One segment: a block at its start stays live, the rest is free and trim() gives its pages back.
+  a->deallocate(a->allocate(block_bytes + given_back, on_node()));
+  std::vector<void*> kept{a->allocate(block_bytes, on_node())};
+  a->trim();
+  ASSERT_EQ(a->memory_stats().at("segment.all.current"), 1);
+  // Another allocator takes what the node has left, to its real end (fill_never's path).
+  auto other = make_allocator("never");
+  std::vector<void*> filler;
+  try {
+    for (std::int64_t taken = 0; taken < 2 * before.node_free; taken += block_bytes)
+      filler.push_back(other->allocate(block_bytes, on_node()));
+  } catch (const umem::error& e) {
+    ASSERT_EQ(e.code(), umem::errc::out_of_memory) << e.what();
+  }
+  std::string failure;
+  try {
+    kept.push_back(a->allocate(given_back, on_node()));
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), umem::errc::out_of_memory) << e.what();
+    failure = e.what();
+  }
+  std::printf("[exhaustion] given-back pages: %zu MiB given back, the node then filled with "
+              "%zu MiB; taking them again: %s\n",
+              given_back / MiB, filler.size() * block_bytes / MiB, failure.c_str());
+  ASSERT_FALSE(failure.empty()) << "the given-back pages were handed out on a full node";
+  EXPECT_NE(failure.find("given-back pages"), std::string::npos) << failure;
+  EXPECT_NE(failure.find("can give"), std::string::npos) << failure;
+  for (void* b : filler) other->deallocate(b);
+  filler.clear();
+  other->trim();
+  // With room again they come back, populated there (populate:map_populate) before any touch.
+  void* again = a->allocate(given_back, on_node());
+  std::map<int, std::size_t> where;
+  for (std::size_t off = 0; off < given_back; off += 2 * MiB)
+    for (const auto& [node, pages] : pages_by_node(static_cast<char*>(again) + off, 4096))
+      where[node] += pages;
+  EXPECT_EQ(where, (std::map<int, std::size_t>{{node_, given_back / (2 * MiB)}}));
+  kept.push_back(again);
+  free_all(*a, kept, before);
 }
 
 }  // namespace
