@@ -60,6 +60,13 @@ while read -r name lib; do
 done < "$build/bench/preload.txt"
 
 command="bench/run-benchmarks.sh${1:+ $1}"
+# Sections written by hand (results of other benchmarks on this machine) follow a marker line in
+# docs/benchmarks.md; they are kept, after the regenerated and carried sections.
+marker='<!-- Written by hand from here on'
+kept=
+if [ "$out" = "$root/docs/benchmarks.md" ] && [ -f "$out" ]; then
+  kept=$(sed -n "/^$marker/,\$p" "$out")
+fi
 echo
 "$build/bench/umem_bench_report" --out "$out" --command "$command" --settings "$settings" \
   "$results"/*.json
@@ -95,5 +102,8 @@ carry docs/pytorch-parity.md "One alloc+free through PyTorch on the H200" \
   "One alloc+free through PyTorch: umem vs PyTorch's allocator (from docs/pytorch-parity.md)" \
   "Regenerate: \`python3 bench/torch_alloc/alloc_free.py\` on the GPU machine (see" \
   "docs/pytorch-parity.md)."
+if [ -n "$kept" ]; then
+  printf '\n%s\n' "$kept" >> "$out"
+fi
 echo
 echo "written: $out"

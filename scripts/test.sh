@@ -9,35 +9,37 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # A full run needs about 6 GiB of disk; name the free space when a stage fails.
 trap 'echo "test.sh: a stage failed (line $LINENO); free disk here: $(df -h --output=avail . | tail -n 1)" >&2' ERR
+# Each stage's heading names the seconds since the start, so a slow stage shows in CI's log.
+stage() { echo "== $* (at ${SECONDS} s)"; }
 scripts/install-deps.sh
 
-echo "== release build + tests"
+stage "release build + tests"
 dir=$(scripts/build.sh release | tail -n 1)
 ctest --test-dir "$dir" --output-on-failure -j 2
 
-echo "== pip install . + the Python tests against the installed package"
+stage "pip install . + the Python tests against the installed package"
 scripts/test-installed-package.sh "$dir"
 
 if [ "${UMEM_SKIP_ASAN:-0}" != 1 ]; then
-  echo "== ASan+UBSan build + tests"
+  stage "ASan+UBSan build + tests"
   dir=$(scripts/build.sh asan | tail -n 1)
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$dir" --output-on-failure -j 2
 fi
 
 if [ "${UMEM_SKIP_TSAN:-0}" != 1 ]; then
-  echo "== ThreadSanitizer: allocator and torch bridge tests"
+  stage "ThreadSanitizer: allocator and torch bridge tests"
   dir=$(scripts/build.sh tsan umem_allocator_tests umem_torch_bridge_tests | tail -n 1)
   TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$dir" -L 'allocator|torch_bridge' --output-on-failure -j 2
 fi
 
 if [ "${UMEM_SKIP_VM:-0}" != 1 ]; then
-  echo "== multi-NUMA VM suite (4 nodes under QEMU)"
+  stage "multi-NUMA VM suite (4 nodes under QEMU)"
   tests/vm/run-vm-suite.sh || [ $? -eq 77 ]
 fi
 
 if [ "${UMEM_SKIP_FUZZ:-0}" != 1 ]; then
-  echo "== fuzzers (bounded)"
+  stage "fuzzers (bounded)"
   scripts/run-fuzzers.sh build/fuzz "${UMEM_FUZZ_SECONDS:-30}"
 fi
-echo "test.sh: all stages passed"
+echo "test.sh: all stages passed in ${SECONDS} s"

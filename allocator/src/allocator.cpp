@@ -61,10 +61,13 @@ byte_limits to_byte_limits(const resolved_limits& r) {
 // allocate() with the configured placement and coherence (the common call) resolves them once:
 // the resolved placement and its pool are kept as a route, one for a fixed policy and one per
 // calling node for `local`, read without locks, and first asks the pool's thread cache
-// (caching_pool.hpp, Note [Fast path]). deallocate() offers the pointer to the calling thread's
-// cache of each pool, then finds the owning pool through an append-only list of pools (pools live
-// as long as the allocator), read without locks, and frees in the same pool lock that decides
-// ownership. With one pool, no global_peak_tracker is fed: that
+// (caching_pool.hpp, Note [Fast path]); a fixed policy's pool is also kept alone (policy_home),
+// so that a cache hit reads one pointer and no route. deallocate() offers the pointer to the
+// calling thread's cache of each pool, then finds the owning pool through an append-only list of
+// pools (pools live as long as the allocator), read without locks, and frees in the same pool
+// lock that decides ownership. Both keep their fast path (the newest pool's cache) small and
+// inline, and the rest out of line (allocate_slow, deallocate_slow), so that a hit's frame holds
+// none of the slow path's locals (placement copies, strings). With one pool, no global_peak_tracker is fed: that
 // pool's peaks are the total's (Note [Merged peaks]); the second pool attaches the first.
 // Device pools (Note [Device placements] in allocator.hpp) are in the same list, so ownership
 // costs nothing more; a `device:D` request finds its GPU's pool through a per-GPU slot, read
@@ -106,6 +109,8 @@ struct allocator::impl {
   std::deque<route> routes;
   std::atomic<const pool_entry*> owners{nullptr};  // newest pool first
   std::atomic<const route*> policy_route{nullptr};  // for a policy other than `local`
+  // policy_route's pool, for allocate()'s first test: null until it is resolved, and for `local`.
+  std::atomic<caching_pool*> policy_home{nullptr};
   std::array<std::atomic<const route*>, max_cached_local_nodes> local_routes{};  // by node
   // Outlives the device entries (it may own what their sources use, like the backend).
   device_source_factory device_sources;
@@ -227,10 +232,19 @@ struct allocator::impl {
       if (const route* r = slot->load(std::memory_order_acquire)) return *r;
     routes.push_back(std::move(fresh));
     if (slot) slot->store(&routes.back(), std::memory_order_release);
+    if (slot == &policy_route) policy_home.store(routes.back().home, std::memory_order_release);
     return routes.back();
   }
 
   const pool_entry* first_pool() const { return owners.load(std::memory_order_acquire); }
+
+  // allocate() and deallocate() past their fast paths.
+  [[gnu::noinline]] static void* allocate_slow(allocator& a, std::size_t bytes, const request& r);
+  // allocate_slow with the default request, built here so allocate(bytes) builds none on a hit.
+  [[gnu::noinline]] static void* allocate_slow(allocator& a, std::size_t bytes) {
+    return allocate_slow(a, bytes, request{});
+  }
+  [[gnu::noinline]] static void deallocate_slow(const pool_entry* first, void* p);
 
   // Rung 1 of the ladder, over every pool: a limit or the upstream may be shared.
   std::size_t flush_thread_caches() {
@@ -314,23 +328,41 @@ void allocator::assemble(const alloc_options& options, topology topo,
 
 allocator::~allocator() = default;
 
+// The fast path stays small (no frame for the slow one's locals); the rest is impl's, out of
+// line (Note [Fast front end]).
 void* allocator::allocate(std::size_t bytes, const request& r) {
+  if (!r.where && !r.kind && !r.own_segment)
+    if (caching_pool* fixed = impl_->policy_home.load(std::memory_order_acquire))
+      if (void* p = fixed->allocate_cached(bytes)) return p;  // Note [Fast path]
+  return impl::allocate_slow(*this, bytes, r);
+}
+
+void* allocator::allocate(std::size_t bytes) {
+  if (caching_pool* fixed = impl_->policy_home.load(std::memory_order_acquire))
+    if (void* p = fixed->allocate_cached(bytes)) return p;  // Note [Fast path]
+  return impl::allocate_slow(*this, bytes);
+}
+
+void* allocator::impl::allocate_slow(allocator& a, std::size_t bytes, const request& r) {
+  impl& self = *a.impl_;
   if (!r.where && !r.kind) {
-    const impl::route& route = impl_->default_route();
-    if (!r.own_segment)
-      if (void* p = route.home->allocate_cached(bytes)) return p;  // Note [Fast path]
-    return allocate_from(*route.home, route.device_memory ? nullptr : &route.resolved, route.kind,
-                         bytes, r);
+    // With policy_home set, allocate() asked its cache already.
+    const bool asked = self.policy_home.load(std::memory_order_acquire) != nullptr;
+    const route& route = self.default_route();
+    if (!asked && !r.own_segment)
+      if (void* p = route.home->allocate_cached(bytes)) return p;
+    return a.allocate_from(*route.home, route.device_memory ? nullptr : &route.resolved,
+                           route.kind, bytes, r);
   }
-  const placement where = r.where.value_or(impl_->options.policy);
+  const placement where = r.where.value_or(self.options.policy);
   if (where.kind == placement_kind::device)
-    if (caching_pool* pool = impl_->device_for(where.index).pool.get())
-      return allocate_from(*pool, nullptr, coherence::coarse, bytes, r);
+    if (caching_pool* pool = self.device_for(where.index).pool.get())
+      return a.allocate_from(*pool, nullptr, coherence::coarse, bytes, r);
   const coherence kind = r.kind.value_or(where.kind == placement_kind::device
-                                             ? impl_->options.device_kind
-                                             : impl_->options.kind);
-  const resolved_placement resolved = resolve_placement(where, impl_->options.spill, impl_->topo);
-  return allocate_from(impl_->pool_for(resolved.binding, kind), &resolved, kind, bytes, r);
+                                             ? self.options.device_kind
+                                             : self.options.kind);
+  const resolved_placement resolved = resolve_placement(where, self.options.spill, self.topo);
+  return a.allocate_from(self.pool_for(resolved.binding, kind), &resolved, kind, bytes, r);
 }
 
 // Note [Reclaim ladder] in reclaim_ladder.hpp: the one place a failed request climbs.
@@ -374,9 +406,14 @@ void allocator::set_reclaim_hooks(reclaim_hooks hooks) { impl_->hooks = std::mov
 void allocator::deallocate(void* p) {
   if (p == nullptr) return;
   const impl::pool_entry* first = impl_->first_pool();
-  for (const impl::pool_entry* e = first; e; e = e->next)
-    if (e->pool->deallocate_cached(p)) return;  // Note [Fast path]
-  for (const impl::pool_entry* e = first; e; e = e->next)
+  if (first && first->pool->deallocate_cached(p)) return;  // Note [Fast path]
+  impl::deallocate_slow(first, p);
+}
+
+void allocator::impl::deallocate_slow(const pool_entry* first, void* p) {
+  for (const pool_entry* e = first ? first->next : nullptr; e; e = e->next)
+    if (e->pool->deallocate_cached(p)) return;
+  for (const pool_entry* e = first; e; e = e->next)
     if (e->pool->deallocate_if_owned(p)) return;
   throw_error(errc::invalid_argument,
               "free of " + hex(p) +

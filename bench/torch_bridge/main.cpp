@@ -8,8 +8,8 @@
 // reservation grew.
 //
 // Where it runs: with --cuda-double, on any machine against the CUDA test double
-// (tests/cuda_double) serving the H200 of h200_snapshot.json (tests/cuda_runtime/cuda_test_env.hpp's
-// h200_machine(), written as a snapshot); without it, unchanged, against the machine's
+// (tests/cuda_double) serving the tests' H200 (tests/cuda_runtime/h200_machine.hpp) or the machine
+// of --snapshot; without it, unchanged, against the machine's
 // libcuda.so.1 (UMEM_CUDA_DRIVER_LIB and UMEM_GPU_BACKEND as usual). Every trace stream is
 // replayed on the default (null) stream: the real traces have one stream, and the double knows no
 // other.
@@ -40,6 +40,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cuda_runtime/h200_machine.hpp"
 #include "trace_file.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/snapshot.hpp"
@@ -173,10 +174,9 @@ void print_why(const std::string& trace, const char* kind, const why& slow, cons
               check_growth ? std::to_string(slow.grew).c_str() : "-");
 }
 
-// Note [Where the double's GPU sits]: `snapshot` with its GPUs moved to a PCI device of this
-// machine, written to `to`.
-void place_gpus_here(const std::string& snapshot, const std::filesystem::path& to) {
-  umem::topology t = umem::load_snapshot(snapshot);
+// Note [Where the double's GPU sits]: `t` with its GPUs moved to a PCI device of this machine,
+// written to `to`.
+void place_gpus_here(umem::topology t, const std::filesystem::path& to) {
   std::vector<std::filesystem::path> devices;
   for (const auto& d : std::filesystem::directory_iterator("/sys/bus/pci/devices"))
     if (std::filesystem::exists(d.path() / "local_cpus")) devices.push_back(d.path());
@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
   std::uint32_t slow_ns = 3000;
   std::string conf;
   std::string cuda_double;
-  std::string snapshot = UMEM_TORCH_BENCH_SNAPSHOT;
+  std::string snapshot;
   bool no_growth_check = false;
   app.add_option("--trace", paths, "trace files (.csv or .csv.gz), e.g. shared/reference/traces/*")
       ->required();
@@ -227,7 +227,8 @@ int main(int argc, char** argv) {
                      ") instead of libcuda.so.1")
       ->expected(0, 1)
       ->default_str(UMEM_TORCH_BENCH_DOUBLE);
-  app.add_option("--snapshot", snapshot, "the machine the double serves (with --cuda-double)");
+  app.add_option("--snapshot", snapshot,
+                 "the machine the double serves (with --cuda-double; default: the tests' H200)");
   app.add_flag("--no-growth-check", no_growth_check,
                "do not read the statistics after slow calls (Note [Attributing growth])");
   CLI11_PARSE(app, argc, argv);
@@ -245,7 +246,8 @@ int main(int argc, char** argv) {
   try {
     if (app.count("--cuda-double") > 0) {
       if (cuda_double.empty()) cuda_double = UMEM_TORCH_BENCH_DOUBLE;
-      place_gpus_here(snapshot, served);
+      place_gpus_here(snapshot.empty() ? umem::test::h200_machine() : umem::load_snapshot(snapshot),
+                      served);
       // Before the bridge exists: it discovers the machine once, on umem_torch_init.
       setenv("UMEM_GPU_BACKEND", "cuda", 1);
       setenv("UMEM_CUDA_DRIVER_LIB", cuda_double.c_str(), 1);

@@ -8,8 +8,22 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "umem/core/detail/signature_mirror.hpp"
 #include "umem/cuda_runtime/cuda_compat.hpp"
 #include "umem/cuda_runtime/cuda_driver.hpp"
+
+namespace umem::detail {
+template <> struct mirror<CUresult> { using type = cuda::cu_result; };
+template <> struct mirror<CUdevice_attribute> { using type = int; };
+template <> struct mirror<CUcontext> { using type = cuda::cu_context; };
+template <> struct mirror<CUevent> { using type = cuda::cu_event; };
+template <> struct mirror<CUstream> { using type = cuda::cu_stream; };
+template <> struct mirror<CUuuid> { using type = cuda::cu_uuid; };
+template <> struct mirror<CUstreamCaptureMode> { using type = int; };
+template <> struct mirror<CUmemAllocationProp> { using type = cuda::cu_mem_allocation_prop; };
+template <> struct mirror<CUmemAccessDesc> { using type = cuda::cu_mem_access_desc; };
+template <> struct mirror<CUmemAllocationGranularity_flags> { using type = int; };
+}  // namespace umem::detail
 
 namespace umem::cuda {
 namespace {
@@ -98,24 +112,8 @@ static_assert(sizeof(CUmemAccessDesc) == sizeof(cu_mem_access_desc));
 static_assert(offsetof(CUmemAccessDesc, location) == offsetof(cu_mem_access_desc, location));
 static_assert(offsetof(CUmemAccessDesc, flags) == offsetof(cu_mem_access_desc, flags));
 
-// mirror<T>: each cuda.h type of a declaration as the table spells it.
-template <class T> struct mirror { using type = T; };
-template <class T> using mirror_t = typename mirror<T>::type;
-template <class T> struct mirror<T*> { using type = mirror_t<T>*; };
-template <class T> struct mirror<const T> { using type = const mirror_t<T>; };
-template <class R, class... A> struct mirror<R (*)(A...)> {
-  using type = mirror_t<R> (*)(mirror_t<A>...);
-};
-template <> struct mirror<CUresult> { using type = cu_result; };
-template <> struct mirror<CUdevice_attribute> { using type = int; };
-template <> struct mirror<CUcontext> { using type = cu_context; };
-template <> struct mirror<CUevent> { using type = cu_event; };
-template <> struct mirror<CUstream> { using type = cu_stream; };
-template <> struct mirror<CUuuid> { using type = cu_uuid; };
-template <> struct mirror<CUstreamCaptureMode> { using type = int; };
-template <> struct mirror<CUmemAllocationProp> { using type = cu_mem_allocation_prop; };
-template <> struct mirror<CUmemAccessDesc> { using type = cu_mem_access_desc; };
-template <> struct mirror<CUmemAllocationGranularity_flags> { using type = int; };
+// mirror<T> (signature_mirror.hpp): each cuda.h type of a declaration as the table spells it.
+using umem::detail::mirror_t;
 
 // cuda.h declares the versioned names (cuMemHostRegister_v2 ...) as real functions too.
 #define UMEM_CUDA_CHECK(symbol, need, params)                                               \

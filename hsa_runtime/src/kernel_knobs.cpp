@@ -10,6 +10,7 @@
 
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"
+#include "umem/core/detail/meminfo.hpp"
 #include "umem/core/detail/text.hpp"
 
 namespace umem::hsa {
@@ -71,18 +72,7 @@ std::optional<std::uint64_t> read_mem_total(const fs_root& root) {
   const std::string path = "/proc/meminfo";
   const auto text = root.read(path);
   if (!text) return std::nullopt;
-  std::string_view rest = *text;
-  for (std::size_t number = 1; !rest.empty(); ++number) {
-    const std::string_view line = rest.substr(0, rest.find('\n'));
-    rest.remove_prefix(std::min(rest.size(), line.size() + 1));
-    if (!line.starts_with("MemTotal:")) continue;
-    const auto fields = split(line.substr(9), " \t\r");
-    std::uint64_t kib = 0;
-    if (fields.size() != 2 || fields[1] != "kB" || !parse_integer(fields[0], kib) ||
-        kib > std::numeric_limits<std::uint64_t>::max() / 1024)
-      throw_garbage(root, path, number, line, "'MemTotal: <n> kB'");
-    return kib * 1024;
-  }
+  if (const auto bytes = umem::detail::meminfo_bytes(root, path, *text, "MemTotal")) return bytes;
   throw_garbage(root, path, 1, text->substr(0, text->find('\n')), "a MemTotal line");
 }
 

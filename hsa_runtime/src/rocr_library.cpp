@@ -15,8 +15,27 @@
 #include "umem/core/error.hpp"
 #include "umem/core/shared_library.hpp"
 #include "umem/core/detail/log.hpp"
+#include "umem/core/detail/signature_mirror.hpp"
 #include "umem/core/options.hpp"
 #include "umem/hsa_runtime/rocr_compat.hpp"
+
+namespace umem::detail {
+template <> struct mirror<hsa_status_t> { using type = hsa::rocr_status; };
+template <> struct mirror<hsa_agent_t> { using type = hsa::rocr_agent; };
+template <> struct mirror<hsa_amd_memory_pool_t> { using type = hsa::rocr_pool; };
+template <> struct mirror<hsa_isa_t> { using type = hsa::rocr_isa; };
+template <> struct mirror<hsa_signal_t> { using type = hsa::rocr_signal; };
+template <> struct mirror<hsa_amd_svm_attribute_pair_t> { using type = hsa::rocr_svm_attribute; };
+template <> struct mirror<hsa_amd_pointer_info_t> { using type = hsa::rocr_pointer_info; };
+template <> struct mirror<hsa_amd_event_t> { using type = hsa::rocr_event; };
+template <> struct mirror<hsa_system_info_t> { using type = std::uint32_t; };
+template <> struct mirror<hsa_agent_info_t> { using type = std::uint32_t; };
+template <> struct mirror<hsa_isa_info_t> { using type = std::uint32_t; };
+template <> struct mirror<hsa_amd_memory_pool_info_t> { using type = std::uint32_t; };
+template <> struct mirror<hsa_amd_agent_memory_pool_info_t> { using type = std::uint32_t; };
+template <> struct mirror<hsa_signal_condition_t> { using type = std::uint32_t; };
+template <> struct mirror<hsa_wait_state_t> { using type = std::uint32_t; };
+}  // namespace umem::detail
 
 namespace umem::hsa {
 namespace {
@@ -26,32 +45,11 @@ const char* const rocr_hint =
     "it is not a usable libhsa-runtime64 (set UMEM_HSA_RUNTIME_LIB to another one)";
 
 // Note [Checking the mirrors against the real headers]
-// mirror<T> maps each HSA type of a declaration in <hsa/hsa.h> to the rocr_* type the table
-// uses, so every symbol the installed headers declare is checked to have exactly the signature
-// the table calls it with. Optional symbols are newer than Debian's 5.2.3 headers and are checked
+// mirror<T> (signature_mirror.hpp, specialized above) maps each HSA type of a declaration in
+// <hsa/hsa.h> to the rocr_* type the table uses, so every symbol the installed headers declare is
+// checked to have exactly the signature the table calls it with. Optional symbols are newer than Debian's 5.2.3 headers and are checked
 // by review against ROCr's 2025 headers instead.
-template <class T> struct mirror { using type = T; };
-template <class T> using mirror_t = typename mirror<T>::type;
-template <class T> struct mirror<T*> { using type = mirror_t<T>*; };
-template <class T> struct mirror<const T> { using type = const mirror_t<T>; };
-template <class R, class... A> struct mirror<R (*)(A...)> {
-  using type = mirror_t<R> (*)(mirror_t<A>...);
-};
-template <> struct mirror<hsa_status_t> { using type = rocr_status; };
-template <> struct mirror<hsa_agent_t> { using type = rocr_agent; };
-template <> struct mirror<hsa_amd_memory_pool_t> { using type = rocr_pool; };
-template <> struct mirror<hsa_isa_t> { using type = rocr_isa; };
-template <> struct mirror<hsa_signal_t> { using type = rocr_signal; };
-template <> struct mirror<hsa_amd_svm_attribute_pair_t> { using type = rocr_svm_attribute; };
-template <> struct mirror<hsa_amd_pointer_info_t> { using type = rocr_pointer_info; };
-template <> struct mirror<hsa_amd_event_t> { using type = rocr_event; };
-template <> struct mirror<hsa_system_info_t> { using type = std::uint32_t; };
-template <> struct mirror<hsa_agent_info_t> { using type = std::uint32_t; };
-template <> struct mirror<hsa_isa_info_t> { using type = std::uint32_t; };
-template <> struct mirror<hsa_amd_memory_pool_info_t> { using type = std::uint32_t; };
-template <> struct mirror<hsa_amd_agent_memory_pool_info_t> { using type = std::uint32_t; };
-template <> struct mirror<hsa_signal_condition_t> { using type = std::uint32_t; };
-template <> struct mirror<hsa_wait_state_t> { using type = std::uint32_t; };
+using umem::detail::mirror_t;
 
 #define UMEM_ROCR_CHECK_required(symbol)                                                  \
   static_assert(std::is_same_v<mirror_t<decltype(&::symbol)>, decltype(rocr_functions::symbol)>, \

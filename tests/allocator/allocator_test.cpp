@@ -167,6 +167,28 @@ TEST(Allocator, TotalPeakStaysThePeakOfTheSumWhenASecondPoolAppears) {
   EXPECT_EQ(f.a->memory_stats().at("allocated_bytes.all.peak"), 0);
 }
 
+// Note [Fast front end]: a free tries the newest pool's thread cache first, then the older
+// pools' caches; a block of an older pool still goes into its thread's cache and is reused.
+TEST(Allocator, ABlockOfAnOlderPoolGoesIntoItsThreadCache) {
+  four_node_allocator f("policy:node:0");
+  void* x = f.a->allocate(4096);  // node 0's pool, the policy's: the first pool
+  void* y = f.a->allocate(4096, {placement{placement_kind::node, 1, {}}, {}});  // the newest
+  f.a->deallocate(x);
+  std::size_t thread_cached = 0;
+  for (const auto& r : f.a->pool_reports(true))
+    for (const auto& seg : r.snapshot.segments)
+      for (const auto& b : seg.blocks) thread_cached += b.thread_cached ? 1 : 0;
+  EXPECT_EQ(thread_cached, 1u) << "x waits in node 0's cache of this thread";
+  EXPECT_EQ(f.a->allocate(4096), x);
+  f.a->deallocate(y);
+  f.a->deallocate(x);
+  EXPECT_THROW(f.a->deallocate(x), umem::error) << "a double free is still caught";
+  const auto stats = f.a->memory_stats();
+  EXPECT_EQ(stats.at("allocation.all.current"), 0);
+  EXPECT_EQ(stats.at("allocation.all.allocated"), 3);
+  EXPECT_EQ(stats.at("requested_bytes.all.freed"), 3 * 4096);
+}
+
 // Threads allocate through the default route and explicit nodes (creating pools while others
 // free), each freeing its own blocks: no block is handed out twice and the totals add up.
 TEST(Allocator, ThreadsSharingTheFrontEndKeepBlocksApartAndStatsExact) {

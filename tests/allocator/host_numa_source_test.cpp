@@ -317,6 +317,42 @@ TEST(host_numa_source, decommit_frees_the_pages_and_keeps_the_policy) {
   EXPECT_EQ(page_status(middle, 4096).at(0), 0);
 }
 
+// recommit() does for given-back pages what allocate() does for fresh ones: populated again
+// where the source populates, left to the next touch where it does not.
+TEST(host_numa_source, recommit_populates_given_back_pages_as_allocate_does) {
+  for (populate_mode mode : {populate_mode::none, populate_mode::touch, populate_mode::map_populate}) {
+    host_numa_source src(host_source_config{true, mode});
+    segment_guard g{src, src.allocate(6 * mib, bind0, umem::coherence::fine)};
+    char* middle = static_cast<char*>(g.s.base) + 2 * mib;
+    ASSERT_TRUE(src.decommit(g.s, middle, 2 * mib));
+    src.recommit(g.s, middle, 2 * mib);
+    for (int st : page_status(middle, 2 * mib)) {
+      if (mode == populate_mode::none)
+        ASSERT_TRUE(st == -ENOENT || st == -EFAULT) << st;
+      else
+        ASSERT_EQ(st, 0) << src.describe();
+    }
+  }
+}
+
+// A bound range given back is taken again only if the node can still back it.
+TEST(host_numa_source, recommitting_more_than_the_node_can_give_is_out_of_memory) {
+  const auto room = umem::numa::node_obtainable_bytes(umem::fs_root("/"), 0);
+  if (!room) GTEST_SKIP() << "node 0 has no meminfo here";
+  host_numa_source src;
+  // A reservation larger than the node, of which only 2 MiB is committed: recommit() is asked
+  // for the whole of it, as if all of it had been given back.
+  const std::size_t whole = static_cast<std::size_t>(*room) + 256 * mib;
+  segment_guard g{src, src.allocate_growable(2 * mib, whole, bind0, umem::coherence::fine)};
+  try {
+    src.recommit(g.s, g.s.base, whole);
+    ADD_FAILURE() << "recommit of " << whole << " bytes on a node that can give " << *room;
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), umem::errc::out_of_memory) << e.what();
+    EXPECT_NE(std::string(e.what()).find("NUMA node(s) 0 can give"), std::string::npos) << e.what();
+  }
+}
+
 // Note [The real end of a node]: a bound range larger than node 0 can give is refused before any
 // page is asked for (the kernel would OOM-kill instead of failing); a preferred one is the
 // kernel's to place elsewhere, so it is not refused (its pages are never touched here).

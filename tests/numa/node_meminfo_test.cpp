@@ -56,7 +56,7 @@ TEST(node_meminfo, a_line_not_in_the_kernels_format_is_an_error_naming_the_file)
     ADD_FAILURE() << "no error";
   } catch (const umem::error& e) {
     EXPECT_EQ(e.code(), errc::parse_error);
-    EXPECT_NE(std::string(e.what()).find("node0/meminfo: expected 'MemFree: <n> kB', got "
+    EXPECT_NE(std::string(e.what()).find("node0/meminfo:1: expected 'MemFree: <n> kB', got "
                                          "'Node 0 MemFree: lots'"),
               std::string::npos)
         << e.what();

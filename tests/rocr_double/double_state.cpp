@@ -330,19 +330,23 @@ UMEM_DOUBLE_EXPORT int umem_rocr_double_pool_allocations() {
   return static_cast<int>(s.allocations.size());
 }
 
-// Bytes of those locks, and of those pool allocations (as asked for).
-UMEM_DOUBLE_EXPORT uint64_t umem_rocr_double_locked_bytes() {
+namespace {
+
+// The bytes of the ranges of `ranges` (locks or allocations, by start address), under the lock.
+template <class Ranges>
+std::uint64_t bytes_of(Ranges state::*ranges) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
   std::uint64_t bytes = 0;
-  for (const auto& [start, l] : s.locks) bytes += l.size;
+  for (const auto& [start, r] : s.*ranges) bytes += r.size;
   return bytes;
 }
 
+}  // namespace
+
+// Bytes of those locks, and of those pool allocations (as asked for).
+UMEM_DOUBLE_EXPORT uint64_t umem_rocr_double_locked_bytes() { return bytes_of(&state::locks); }
+
 UMEM_DOUBLE_EXPORT uint64_t umem_rocr_double_pool_allocated_bytes() {
-  state& s = the_state();
-  std::lock_guard<std::mutex> guard(s.mu);
-  std::uint64_t bytes = 0;
-  for (const auto& [start, a] : s.allocations) bytes += a.size;
-  return bytes;
+  return bytes_of(&state::allocations);
 }

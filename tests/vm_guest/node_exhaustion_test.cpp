@@ -8,29 +8,24 @@
 // - spill:warn:  the fill moves on to the node spill_order names first;
 // - both: every page is where it should be (move_pages), and after freeing and trimming the
 //   statistics are back to 0 and the node's free memory comes back.
-// Each fill runs in a child process (a gtest death test), so a kernel OOM kill shows as a failure
-// "killed by signal 9" next to the kernel's "Out of memory: Killed process" line on the console,
-// and the program goes on with its other tests.
+// - given-back pages: a free block whose pages trim() gave back (Note [Decommitted pages] in
+//   segment.hpp) is taken again only while the node can back it: with the node filled meanwhile,
+//   out_of_memory; with room again, it comes back populated on the node.
+// Each fill runs in a child process (exhaustion_checks.hpp), so a kernel OOM kill fails the test
+// instead of ending the program.
 //
 // Before the host NUMA source checked a node's obtainable memory (Note [The real end of a node]
 // in node_meminfo.hpp), both fills ended in the kernel's OOM killer (SIGKILL at about 705 of the
 // node's 768 MiB): a strictly bound MADV_POPULATE_WRITE never returns ENOMEM.
-//
-// Outside the VM (UMEM_VM_EXPECT_NODES unset) every test skips: filling a node of a shared build
-// machine would push its other work into the kernel's OOM killer.
-#include <gtest/gtest-spi.h>
-#include <numa.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "placement_checks.hpp"
+#include "exhaustion_checks.hpp"
 #include "umem/allocator/allocator.hpp"
 #include "umem/allocator/gpu/no_gpu_mapper.hpp"
 #include "umem/allocator/placement_resolver.hpp"
@@ -42,56 +37,18 @@ namespace {
 
 using namespace umem::alloc;
 
-constexpr std::size_t MiB = std::size_t{1} << 20;
 constexpr std::size_t block_bytes = 16 * MiB;
 // The kernel keeps per-node reserves (watermarks, per-CPU lists) and the fill ends at the first
 // 16 MiB block that does not fit, so a fill falls short of the free memory measured before it by
 // up to this much. Far smaller than any umem limit a test could mistake for the real end.
 constexpr std::int64_t fill_shortfall_max = 96 * MiB;
-// What the kernel itself may take or give on the node meanwhile (page tables, slab, and after a
-// fill to the very end what it reclaimed and allocated there under pressure: 29 MiB seen).
-constexpr std::int64_t free_drift_max = 64 * MiB;
 // A leak is memory still mapped in this process: one leaked block would add 16 MiB to its resident
 // size, while the allocator's and the test's bookkeeping (maps, vectors, malloc's arenas) grow it
 // by about 5 MiB over a fill.
 constexpr std::int64_t resident_drift_max = 12 * MiB;
 
-std::int64_t resident_bytes() {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) {
-    ADD_FAILURE() << "cannot read /proc/self/status";
-    return 0;
-  }
-  char line[256];
-  long long kib = -1;
-  while (std::fgets(line, sizeof line, f) != nullptr)
-    if (std::sscanf(line, "VmRSS: %lld kB", &kib) == 1) break;
-  std::fclose(f);
-  if (kib < 0) ADD_FAILURE() << "no VmRSS in /proc/self/status";
-  return kib * 1024;
-}
-
-std::int64_t node_free_bytes(int node) {
-  long long free_bytes = 0;
-  if (numa_node_size64(node, &free_bytes) < 0) ADD_FAILURE() << "numa_node_size64(" << node << ")";
-  return free_bytes;
-}
-
-class node_exhaustion : public placement_checks {
+class node_exhaustion : public exhaustion_checks {
  protected:
-  void SetUp() override {
-    if (std::getenv("UMEM_VM_EXPECT_NODES") == nullptr)
-      GTEST_SKIP() << "UMEM_VM_EXPECT_NODES is unset: this test fills a NUMA node to its end and "
-                      "runs only inside the VM (tests/vm/run-vm-suite.sh)";
-    placement_checks::SetUp();
-    if (HasFatalFailure()) return;
-    if (nodes().size() < 2) GTEST_SKIP() << "spilling needs a second NUMA node";
-    node_ = nodes().front();
-    for (const auto& n : machine().numa.nodes)
-      if (n.memory_total_bytes < machine().find_numa_node(node_)->memory_total_bytes)
-        node_ = n.os_index;
-  }
-
   static std::unique_ptr<allocator> make_allocator(const std::string& spill) {
     // No thread cache and no expandable segments: every block is one segment of its own, freed
     // to the kernel by trim(), so the node's free memory can be compared before and after.
@@ -118,9 +75,8 @@ class node_exhaustion : public placement_checks {
   }
 
   // Frees `blocks`, trims, and expects nothing left: statistics at 0, this process's resident
-  // memory back to `resident_before`, the node's free memory back to about `free_before`.
-  void free_all(allocator& a, std::vector<void*>& blocks, std::int64_t free_before,
-                std::int64_t resident_before) const {
+  // memory and the node's free memory back to about what they were `before`.
+  void free_all(allocator& a, std::vector<void*>& blocks, const before_fill& before) const {
     for (void* b : blocks) a.deallocate(b);
     blocks.clear();
     a.trim();
@@ -128,59 +84,33 @@ class node_exhaustion : public placement_checks {
     EXPECT_EQ(stats.at("allocated_bytes.all.current"), 0);
     EXPECT_EQ(stats.at("reserved_bytes.all.current"), 0);
     EXPECT_EQ(stats.at("segment.all.current"), 0);
-    EXPECT_LE(resident_bytes(), resident_before + resident_drift_max) << "memory still mapped";
-    EXPECT_GE(node_free_bytes(node_), free_before - free_drift_max)
-        << "node " << node_ << "'s memory did not come back after freeing and trimming";
+    expect_memory_back(before, resident_drift_max);
   }
 
-  // Public: in_child takes their address from the TEST_F classes derived from this one.
- public:
   void fill_never() const;
   void fill_warn() const;
-
- protected:
-  // Runs `fill` in a death test's child: passes when the child exits 0 (every check held).
-  void in_child(void (node_exhaustion::*fill)() const) const {
-    // A death test's child forwards no events, so its failures are collected here and printed
-    // to stderr, which the parent shows as the child's message.
-    EXPECT_EXIT(
-        {
-          ::testing::TestPartResultArray failures;
-          {
-            const ::testing::ScopedFakeTestPartResultReporter collect(
-                ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ALL_THREADS, &failures);
-            (this->*fill)();
-          }
-          for (int i = 0; i < failures.size(); ++i) {
-            const ::testing::TestPartResult& r = failures.GetTestPartResult(i);
-            std::fprintf(stderr, "%s:%d: %s\n", r.file_name() ? r.file_name() : "?",
-                         r.line_number(), r.message());
-          }
-          std::fflush(stdout);
-          std::exit(failures.size() == 0 ? 0 : 1);
-        },
-        ::testing::ExitedWithCode(0), "");
-  }
-
-  int node_ = -1;
+  void fill_over_given_back_pages() const;
 };
 
 TEST_F(node_exhaustion, never_fails_with_out_of_memory_at_the_nodes_real_end) {
-  in_child(&node_exhaustion::fill_never);
+  in_child([this] { fill_never(); });
 }
 
 TEST_F(node_exhaustion, warn_spills_to_the_nearest_node_at_the_nodes_real_end) {
-  in_child(&node_exhaustion::fill_warn);
+  in_child([this] { fill_warn(); });
+}
+
+TEST_F(node_exhaustion, given_back_pages_are_taken_again_only_while_the_node_can_back_them) {
+  in_child([this] { fill_over_given_back_pages(); });
 }
 
 void node_exhaustion::fill_never() const {
   auto a = make_allocator("never");
-  const std::int64_t resident_before = resident_bytes();
-  const std::int64_t free_before = node_free_bytes(node_);
+  const before_fill before = measure();
   std::vector<void*> blocks;
   std::string failure;
   // Twice the node's free memory without a failure means the kernel never refused.
-  for (std::int64_t taken = 0; taken < 2 * free_before; taken += block_bytes) {
+  for (std::int64_t taken = 0; taken < 2 * before.node_free; taken += block_bytes) {
     try {
       blocks.push_back(a->allocate(block_bytes, on_node()));
     } catch (const umem::error& e) {
@@ -191,25 +121,25 @@ void node_exhaustion::fill_never() const {
   }
   const auto filled = static_cast<std::int64_t>(blocks.size() * block_bytes);
   std::printf("[exhaustion] spill:never: node %d had %lld MiB free; filled %lld MiB, then: %s\n",
-              node_, static_cast<long long>(free_before / MiB),
+              node_, static_cast<long long>(before.node_free / MiB),
               static_cast<long long>(filled / MiB), failure.c_str());
   ASSERT_FALSE(failure.empty()) << "node " << node_ << " never ran out";
   EXPECT_NE(failure.find("node " + std::to_string(node_)), std::string::npos) << failure;
-  EXPECT_GE(filled, free_before - fill_shortfall_max) << "the fill stopped before the node's end";
+  EXPECT_GE(filled, before.node_free - fill_shortfall_max)
+      << "the fill stopped before the node's end";
   EXPECT_EQ(a->memory_stats().at("spills"), 0);
   EXPECT_EQ(sampled_nodes(blocks),
             (std::map<int, std::size_t>{{node_, blocks.size() * block_bytes / (2 * MiB)}}));
-  free_all(*a, blocks, free_before, resident_before);
+  free_all(*a, blocks, before);
 }
 
 void node_exhaustion::fill_warn() const {
   auto a = make_allocator("warn");
   const int nearest = spill_order(node_, machine().numa).front();
-  const std::int64_t resident_before = resident_bytes();
-  const std::int64_t free_before = node_free_bytes(node_);
+  const before_fill before = measure();
   const std::int64_t nearest_free_before = node_free_bytes(nearest);
   std::vector<void*> home, spilled;
-  for (std::int64_t taken = 0; spilled.empty() && taken < 2 * free_before;
+  for (std::int64_t taken = 0; spilled.empty() && taken < 2 * before.node_free;
        taken += block_bytes) {
     void* p = a->allocate(block_bytes, on_node());
     const auto where = pages_by_node(p, 4096);
@@ -217,20 +147,66 @@ void node_exhaustion::fill_warn() const {
   }
   std::printf("[exhaustion] spill:warn: node %d had %lld MiB free; %zu MiB stayed, then a block "
               "spilled to node %d\n",
-              node_, static_cast<long long>(free_before / MiB), home.size() * block_bytes / MiB,
+              node_, static_cast<long long>(before.node_free / MiB),
+              home.size() * block_bytes / MiB,
               nearest);
   ASSERT_EQ(spilled.size(), 1u) << "node " << node_ << " never ran out";
   EXPECT_EQ(a->memory_stats().at("spills"), 1);
   EXPECT_GE(static_cast<std::int64_t>(home.size() * block_bytes),
-            free_before - fill_shortfall_max);
+            before.node_free - fill_shortfall_max);
   EXPECT_EQ(sampled_nodes(spilled),
             (std::map<int, std::size_t>{{nearest, block_bytes / (2 * MiB)}}));
   EXPECT_EQ(sampled_nodes(home),
             (std::map<int, std::size_t>{{node_, home.size() * block_bytes / (2 * MiB)}}));
   a->deallocate(spilled.front());  // first: free_all expects the whole allocator empty
   spilled.clear();
-  free_all(*a, home, free_before, resident_before);
+  free_all(*a, home, before);
   EXPECT_GE(node_free_bytes(nearest), nearest_free_before - free_drift_max);
+}
+
+void node_exhaustion::fill_over_given_back_pages() const {
+  constexpr std::size_t given_back = 256 * MiB;
+  auto a = make_allocator("never");
+  const before_fill before = measure();
+  // One segment: a block at its start stays live, the rest is free and trim() gives its pages back.
+  a->deallocate(a->allocate(block_bytes + given_back, on_node()));
+  std::vector<void*> kept{a->allocate(block_bytes, on_node())};
+  a->trim();
+  ASSERT_EQ(a->memory_stats().at("segment.all.current"), 1);
+  // Another allocator takes what the node has left, to its real end (fill_never's path).
+  auto other = make_allocator("never");
+  std::vector<void*> filler;
+  try {
+    for (std::int64_t taken = 0; taken < 2 * before.node_free; taken += block_bytes)
+      filler.push_back(other->allocate(block_bytes, on_node()));
+  } catch (const umem::error& e) {
+    ASSERT_EQ(e.code(), umem::errc::out_of_memory) << e.what();
+  }
+  std::string failure;
+  try {
+    kept.push_back(a->allocate(given_back, on_node()));
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), umem::errc::out_of_memory) << e.what();
+    failure = e.what();
+  }
+  std::printf("[exhaustion] given-back pages: %zu MiB given back, the node then filled with "
+              "%zu MiB; taking them again: %s\n",
+              given_back / MiB, filler.size() * block_bytes / MiB, failure.c_str());
+  ASSERT_FALSE(failure.empty()) << "the given-back pages were handed out on a full node";
+  EXPECT_NE(failure.find("given-back pages"), std::string::npos) << failure;
+  EXPECT_NE(failure.find("can give"), std::string::npos) << failure;
+  for (void* b : filler) other->deallocate(b);
+  filler.clear();
+  other->trim();
+  // With room again they come back, populated there (populate:map_populate) before any touch.
+  void* again = a->allocate(given_back, on_node());
+  std::map<int, std::size_t> where;
+  for (std::size_t off = 0; off < given_back; off += 2 * MiB)
+    for (const auto& [node, pages] : pages_by_node(static_cast<char*>(again) + off, 4096))
+      where[node] += pages;
+  EXPECT_EQ(where, (std::map<int, std::size_t>{{node_, given_back / (2 * MiB)}}));
+  kept.push_back(again);
+  free_all(*a, kept, before);
 }
 
 }  // namespace

@@ -31,7 +31,9 @@ std::string no_gpu_access_reason(const topology& topo) {
          ")";
 }
 
-thread_local call_trace this_call;  // Note [Call trace] in bridge.hpp
+// Note [Call trace] in bridge.hpp. Initial-exec, like the allocator's t_last_cache
+// (thread_cache_registry.hpp): each access is an %fs-relative store, not a __tls_get_addr call.
+[[gnu::tls_model("initial-exec")]] thread_local call_trace this_call;
 
 // Note [Sizes PyTorch sees] in bridge.hpp.
 std::size_t pytorch_size(std::size_t bytes) {
@@ -112,21 +114,12 @@ bridge::bridge(std::unique_ptr<alloc::allocator> a, event_factory events,
 
 void bridge::remember(void* p, const live_block& l) {
   const std::size_t buckets = live_.bucket_count();
-  if (spare_live_.empty()) {
-    live_.emplace(p, l);
-  } else {  // Note [Live blocks]
-    live_map::node_type node = std::move(spare_live_.back());
-    spare_live_.pop_back();
-    node.key() = p;
-    node.mapped() = l;
-    live_.insert(std::move(node));
-  }
+  live_.emplace(p, l);
   this_call.live_rehash = live_.bucket_count() != buckets;
 }
 
 void bridge::attach(event_factory events) {
   live_.reserve(live_reserve);
-  spare_live_.reserve(live_reserve);
   if (events && alloc_->options().max_cached == 0)
     for (int d = 0; d < static_cast<int>(alloc_->topo().gpus().size()); ++d)
       if (discrete(d)) sole_.try_emplace(d);
@@ -334,8 +327,8 @@ void bridge::deallocate(void* p) {
   auto it = live_.find(p);
   if (it == live_.end())
     throw_error(errc::not_found, "umem torch bridge: free of a pointer that is not a live allocation");
-  live_map::node_type node = live_.extract(it);
-  const live_block& l = node.mapped();
+  const live_block l = std::move(it->second);
+  live_.erase(it);
   const std::size_t cls = class_of(l.reported);
   for (usage* u : {&usage_[l.device], &total_}) {
     sub(u->allocated, cls, static_cast<std::int64_t>(l.reported));
@@ -347,17 +340,12 @@ void bridge::deallocate(void* p) {
       sub(u->active, cls, 1);
     }
   }
-  const bool at_once = frees_at_once(l);
-  if (!at_once)
-    cache_->deallocate(held_block{p, l.reported, l.device}, l.stream, l.uses, captures_.load() > 0);
-  if (spare_live_.size() < live_reserve) {  // Note [Live blocks]
-    node.mapped().uses.clear();
-    spare_live_.push_back(std::move(node));
-  }
-  if (at_once) {
+  if (frees_at_once(l)) {
     lock.unlock();
     alloc_->deallocate(p);
+    return;
   }
+  cache_->deallocate(held_block{p, l.reported, l.device}, l.stream, l.uses, captures_.load() > 0);
 }
 
 void bridge::record_stream(void* p, void* stream) {

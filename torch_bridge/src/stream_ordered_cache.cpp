@@ -65,25 +65,10 @@ void stream_ordered_cache::deallocate(const held_block& b, void* stream,
                                       std::span<void* const> uses, bool defer) {
   if (uses.empty()) {  // Note [Lazy stream fences]: nothing to record now
     stream_blocks& s = streams_[{b.device, stream}];
-    // Note [Recycled nodes]: a kept node where there is one (its vectors are empty).
-    if (spare_held_.empty()) spare_held_.emplace_back();
-    s.in_free_order.splice(s.in_free_order.end(), spare_held_, spare_held_.begin());
-    held& h = s.in_free_order.back();
-    h.b = b;
-    h.stream = stream;
-    h.deferred = false;
-    h.seq = s.next_seq++;
-    const std::pair key{b.size, h.seq};
-    const auto where = std::prev(s.in_free_order.end());
-    if (spare_keys_.empty()) {
-      s.by_size.emplace(key, where);
-    } else {
-      size_index::node_type node = std::move(spare_keys_.back());
-      spare_keys_.pop_back();
-      node.key() = key;
-      node.mapped() = where;
-      s.by_size.insert(std::move(node));
-    }
+    held h{b, stream, {}, {}, false, s.next_seq++};
+    s.in_free_order.push_back(std::move(h));
+    s.by_size.emplace(std::pair{b.size, s.in_free_order.back().seq},
+                      std::prev(s.in_free_order.end()));
     return;
   }
   held h{b, stream, std::vector<void*>(uses.begin(), uses.end()), {}, defer, 0};
@@ -161,17 +146,8 @@ std::size_t stream_ordered_cache::release_front(const stream_key& key, stream_bl
 
 void stream_ordered_cache::forget(stream_blocks& s, std::list<held>::iterator it,
                                   size_index::iterator key) {
-  if (spare_keys_.size() < max_spare_nodes)
-    spare_keys_.push_back(s.by_size.extract(key));
-  else
-    s.by_size.erase(key);
-  if (spare_held_.size() < max_spare_nodes) {
-    it->uses.clear();
-    it->events.clear();
-    spare_held_.splice(spare_held_.end(), s.in_free_order, it);
-  } else {
-    s.in_free_order.erase(it);
-  }
+  s.by_size.erase(key);
+  s.in_free_order.erase(it);
 }
 
 std::size_t stream_ordered_cache::release_shared(bool all, bool wait) {

@@ -61,7 +61,8 @@ caching_pool::caching_pool(upstream_source& upstream, node_binding binding, cohe
           [this](std::vector<block*>& blocks) {
             std::lock_guard lock(mutex_);
             for (block* b : blocks) release_cached(b);
-          })) {}
+          })),
+      cache_serial_(threads_->serial()) {}
 
 caching_pool::~caching_pool() {
   threads_.reset();
@@ -226,12 +227,12 @@ attempt_result caching_pool::try_allocate(std::size_t bytes, std::size_t headroo
   std::array<block*, thread_cache::big_bins> returned;
   std::size_t n_returned = 0;
   if (thread_cache::is_big(z.rounded))
-    if (thread_cache* mine = threads_->mine()) n_returned = mine->return_big(returned);
+    if (thread_cache* mine = my_cache()) n_returned = mine->return_big(returned);
   std::string why;
   const handout h = allocate_locked(bytes, z, headroom,
                                     std::span<block* const>(returned.data(), n_returned), why);
   if (!h.b) return {nullptr, std::move(why)};
-  if (thread_cache* mine = threads_->mine()) mine->remember(h.b, h.ticket, bytes);
+  if (thread_cache* mine = my_cache()) mine->remember(h.b, h.ticket);
   return {reinterpret_cast<void*>(h.b->address), {}};
 }
 

@@ -30,7 +30,9 @@ thread_cache_totals& thread_cache_totals::operator+=(const thread_cache_totals& 
 }
 
 thread_cache::thread_cache(std::size_t capacity_bytes, std::size_t small_max)
-    : capacity_(capacity_bytes), small_max_(small_max), bins_(bin_count) {}
+    : capacity_(capacity_bytes), small_max_(small_max) {
+  for (std::size_t i = big_bin_first; i < bin_count; ++i) bins_[i].limit = slots_of(i);
+}
 
 void thread_cache::steal(std::vector<block*>& out) {
   // After request_steal() and the heavy fence the owner either saw the request (and keeps out of

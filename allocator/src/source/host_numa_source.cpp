@@ -116,6 +116,14 @@ bool host_numa_source::decommit(const segment& s, void* p, std::size_t bytes) {
   return true;
 }
 
+// Given-back pages come back on touch: their binding and advice stayed with the mapping. What
+// set_up() does for fresh memory still applies to them: the room check (Note [The real end of a
+// node]) and the population.
+void host_numa_source::recommit(const segment& s, void* p, std::size_t bytes) {
+  if (s.binding.mode == bind_mode::bind) check_room(bytes, s.binding);
+  populate(p, bytes, s.binding);
+}
+
 bool host_numa_source::grow(segment& s, std::size_t extra_bytes) {
   if (s.reserved_size <= s.size) return false;
   const std::size_t extra = rounded(extra_bytes);

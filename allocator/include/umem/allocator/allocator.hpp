@@ -127,7 +127,10 @@ class allocator {
   // one error naming the request, the node, the limit or the upstream's reason and the
   // statistics; for a discrete GPU's memory, which never spills, what the device has left.
   // A `device:D` request on a discrete GPU ignores the coherence kind (Note [Device placements]).
-  void* allocate(std::size_t bytes, const request& r = {});
+  void* allocate(std::size_t bytes, const request& r);
+  // The same with the default request: the common call, which builds no request object (the
+  // caller of a defaulted `request` argument cleared its 96 bytes on every call).
+  void* allocate(std::size_t bytes);
   // Throws umem::error(invalid_argument) for a pointer this allocator does not own or a double
   // free; nothing changes then. Null is a no-op.
   void deallocate(void* p);

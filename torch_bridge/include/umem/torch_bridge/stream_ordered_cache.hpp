@@ -140,21 +140,13 @@ class stream_ordered_cache {
   static bool drained(const stream_blocks& s);
   std::size_t release_shared(bool all, bool wait);
   void release(held& h);
-  // Takes `it` out of s (Note [Recycled nodes]).
+  // Takes `it`, indexed by `key`, out of s.
   void forget(stream_blocks& s, std::list<held>::iterator it, size_index::iterator key);
 
   event_factory events_;
   release_fn release_;
   std::map<stream_key, stream_blocks> streams_;
   std::list<held> shared_;  // blocks used on several streams (any device)
-  // Note [Recycled nodes]
-  // A free and the release or reuse of its block would otherwise allocate and free a list node
-  // and a map node each time, under the bridge's lock: the nodes of blocks that left are kept
-  // here (at most max_spare_nodes) and the next free takes them (std::list::splice,
-  // std::map::extract), so a steady workload frees without calling malloc.
-  std::list<held> spare_held_;
-  std::vector<size_index::node_type> spare_keys_;
-  static constexpr std::size_t max_spare_nodes = 4096;
   std::map<int, std::vector<std::unique_ptr<alloc::stream_event>>> spare_events_;
 };
 

@@ -68,6 +68,9 @@ class host_numa_source final : public upstream_source {
   // out_of_memory as allocate().
   bool grow(segment& s, std::size_t extra_bytes) override;
   bool decommit(const segment& s, void* p, std::size_t bytes) override;
+  // Pages given back come back on touch; a bound range the node cannot back any more is
+  // out_of_memory (Note [The real end of a node]), and with populate set they are populated.
+  void recommit(const segment& s, void* p, std::size_t bytes) override;
   // munmap of the whole reservation; a failure is logged, never thrown.
   void deallocate(const segment& s) noexcept override;
   // "host NUMA memory (mmap+mbind, THP on)", plus ", populate=touch" when populating.

@@ -185,16 +185,20 @@ class caching_pool {
                                         const std::string& context = {});
   // The fast path alone (Note [Fast path]), inline for the allocator's front end: a block from the
   // calling thread's cache, or nullptr (then allocate() decides). Never throws.
-  void* allocate_cached(std::size_t bytes) {
-    thread_cache* mine = threads_->mine();
-    if (mine == nullptr || bytes - 1 >= thread_cache::largest_cached) return nullptr;
+  [[gnu::always_inline]] void* allocate_cached(std::size_t bytes) {
     const std::size_t align = config_.alignment;
-    block* b = mine->take((bytes + align - 1) & ~(align - 1), bytes);
+    // A request of 0 or above SIZE_MAX - align rounds to 0 here, rejected with the too big ones.
+    const std::size_t rounded = (bytes + align - 1) & ~(align - 1);
+    if (rounded - 1 >= thread_cache::largest_cached) return nullptr;
+    thread_cache* mine = my_cache();
+    if (mine == nullptr) return nullptr;
+    block* b = mine->take(rounded, bytes);
     return b ? reinterpret_cast<void*>(b->address) : nullptr;
   }
   // True when `p` went into the calling thread's cache; false: deallocate() decides.
-  bool deallocate_cached(const void* p) {
-    thread_cache* mine = threads_->mine_if_any();
+  [[gnu::always_inline]] bool deallocate_cached(const void* p) {
+    const detail::last_thread_cache& last = detail::t_last_cache;
+    thread_cache* mine = last.serial == cache_serial_ ? last.cache : threads_->mine_if_any();
     return mine != nullptr && mine->put(p);
   }
   // Returns a block from allocate() to the cache; nullptr is ignored. Throws
@@ -304,6 +308,12 @@ class caching_pool {
   [[noreturn]] void fail_bad_free(const void* p) const;
   [[noreturn]] void fail_cached_free(const void* p) const;
   std::string stats_summary() const;
+  // The calling thread's cache (created on first use), or nullptr; the registry's mine() without
+  // loading the registry when the thread used this pool last (the common case).
+  thread_cache* my_cache() {
+    const detail::last_thread_cache& last = detail::t_last_cache;
+    return last.serial == cache_serial_ ? last.cache : threads_->mine();
+  }
 
   upstream_source& upstream_;
   const node_binding binding_;
@@ -327,6 +337,7 @@ class caching_pool {
   // Declared last, reset first in the destructor: a thread that exits while the pool is being
   // destroyed must not give blocks back into it (Note [Thread cache lifetime]).
   std::unique_ptr<thread_cache_registry> threads_;
+  const std::uint64_t cache_serial_;  // threads_->serial(), kept here for the fast path
 };
 
 }  // namespace umem::alloc

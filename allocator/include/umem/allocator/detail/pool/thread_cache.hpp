@@ -33,6 +33,14 @@
 //   request takes anyway: a thread keeps big blocks only while it keeps hitting them.
 // Not thread-safe beyond that: the owner-thread functions are called only by the thread the
 // cache belongs to; steal() and the counters' readers hold the registry lock (thread_cache_registry).
+//
+// Note [Thread cache fast path]
+// take() and put() are most of what an allocate() and a deallocate() cost on a hit, so they do
+// as little as the guarantees above allow: they are always inlined into the allocator's front
+// end (not inlined, GCC called them, and even bump(), out of line); the bins live in the object
+// (no pointer to follow); the table entry keeps no request (the block's live_requested has it,
+// written by this thread); a bin keeps its slot limit beside its count; and the size check of a
+// request is the caller's (allocate_cached).
 #pragma once
 
 #include <array>
@@ -82,12 +90,14 @@ class thread_cache {
   thread_cache(const thread_cache&) = delete;
   thread_cache& operator=(const thread_cache&) = delete;
 
-  // --- Owner thread only; defined below, inline: they are the fast path. ---
+  // --- Owner thread only; defined below, always inlined: they are the fast path (Note [Thread
+  // cache fast path]). ---
   // A cached block of at least `rounded` bytes (same size class) marked live for `request`, or
-  // nullptr.
+  // nullptr. Requires 0 < rounded <= largest_cached (the caller checks the request).
   block* take(std::size_t rounded, std::size_t request);
-  // Remembers a block the pool just handed to this thread (its ticket as the pool set it).
-  void remember(block* b, std::uint64_t ticket, std::size_t request);
+  // Remembers a block the pool just handed to this thread (its ticket as the pool set it; its
+  // live_requested the request). Blocks above largest_cached are never cached, so not remembered.
+  void remember(block* b, std::uint64_t ticket);
   // The fast free: true when `p` was this thread's live block and is now in a bin; false when
   // the pool's locked path must handle it (unknown pointer, double free, or no room).
   bool put(const void* p);
@@ -103,28 +113,29 @@ class thread_cache {
   thread_cache_totals totals() const;
 
  private:
+  // The request is not kept here: the block's live_requested holds it (the owner's own write).
   struct entry {
     std::uintptr_t address = 0;  // 0: empty
     block* b = nullptr;
     std::uint64_t ticket = 0;
-    std::uint32_t request_low = 0;  // request = request_high << 32 | request_low
-    std::uint16_t request_high = 0;
-    std::uint16_t bin = 0;          // bin_of(b->size), for the free
+    std::uint32_t bin = 0;    // bin_of(b->size), for the free
+    std::uint32_t class_index = 0;  // class_of(b->size): which counters
   };
   struct bin {
     std::array<std::atomic<block*>, slots_per_bin> slots{};
     std::uint32_t count = 0;  // owner's view; slots below it may have been stolen (null)
+    std::uint32_t limit = slots_per_bin;  // slots_of(this bin), kept beside count for the free
   };
   // The owner's side of the protocol, around every bin operation: `ok` false means a steal is
   // pending and the caller must take the pool's path.
   class owner_section {
    public:
-    explicit owner_section(thread_cache& c) : c_(c) {
+    [[gnu::always_inline]] explicit owner_section(thread_cache& c) : c_(c) {
       c_.busy_.store(true, std::memory_order_relaxed);
       asymmetric_fence_light();
       ok_ = !c_.steal_pending_.load(std::memory_order_acquire);
     }
-    ~owner_section() { c_.busy_.store(false, std::memory_order_release); }
+    [[gnu::always_inline]] ~owner_section() { c_.busy_.store(false, std::memory_order_release); }
     owner_section(const owner_section&) = delete;
     owner_section& operator=(const owner_section&) = delete;
     bool ok() const { return ok_; }
@@ -153,33 +164,35 @@ class thread_cache {
   static_assert(big_bin_first + big_bins == bin_count && big_bins <= 64,
                 "the big bins are the last ones, one bit each in big_filled_");
 
-  static std::size_t bin_of(std::size_t rounded) {
+  [[gnu::always_inline]] static std::size_t bin_of(std::size_t rounded) {
     if (rounded <= exact_classes * 256) return rounded == 0 ? 0 : (rounded - 1) >> 8;
     const auto power = static_cast<std::size_t>(std::bit_width(rounded - 1)) - 1;  // >= 11
     const std::size_t step = ((rounded - 1) >> (power - 3)) & (steps_per_power - 1);
     return exact_classes + (power - first_power) * steps_per_power + step;
   }
   // Fibonacci hashing of the 256-byte granule: neighbouring blocks land in different slots.
-  static entry make_entry(block* b, std::uint64_t ticket, std::size_t request, std::size_t bin);
-  static std::size_t slot_of(std::uintptr_t address) {
+  [[gnu::always_inline]] static std::size_t slot_of(std::uintptr_t address) {
     constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ULL;
     return static_cast<std::size_t>(((address >> 8) * golden) >> 56) % table_entries;
   }
-  std::size_t class_of(std::size_t size) const { return size <= small_max_ ? 0 : 1; }
+  [[gnu::always_inline]] std::size_t class_of(std::size_t size) const {
+    return size <= small_max_ ? 0 : 1;
+  }
   // Single-writer counter update: no locked instruction on the fast path.
-  static void bump(std::atomic<std::int64_t>& a, std::int64_t d) {
+  [[gnu::always_inline]] static void bump(std::atomic<std::int64_t>& a, std::int64_t d) {
     a.store(a.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
   }
 
   const std::size_t capacity_;
   const std::size_t small_max_;
-  std::vector<bin> bins_;
+  std::array<bin, bin_count> bins_;  // in the object: one dependent load less on the fast path
   std::array<entry, table_entries> table_{};
   std::array<counters, 2> counters_{};
   std::array<stolen_counters, 2> stolen_{};
   std::array<stolen_counters, 2> returned_{};
   // Big bins the owner filled since it last emptied them (bit i: bin big_bin_first + i); a
-  // stealer may have emptied them since.
+  // stealer may have emptied them since. Kept on every operation (a compare for other bins):
+  // return_big() scanning the 48 big bins instead cost the mixes of large sizes 8-20 %.
   std::uint64_t big_filled_ = 0;
   std::int64_t held_ = 0;                   // bytes the owner put into bins and did not take
   std::atomic<std::int64_t> stolen_bytes_{0};  // of them, taken by stealers
@@ -187,13 +200,15 @@ class thread_cache {
   std::atomic<bool> steal_pending_{false};  // a stealer wants the bins
 };
 
-inline block* thread_cache::take(std::size_t rounded, std::size_t request) {
-  if (rounded > largest_cached) return nullptr;
-  bin& bn = bins_[bin_of(rounded)];
-  if (bn.count == 0) return nullptr;
+[[gnu::always_inline]] inline block* thread_cache::take(std::size_t rounded,
+                                                         std::size_t request) {
+  const std::size_t index = bin_of(rounded);
+  bin& bn = bins_[index];
+  const std::uint32_t count = bn.count;
+  if (count == 0) return nullptr;
   const owner_section section(*this);
   if (!section.ok()) return nullptr;
-  std::atomic<block*>& top = bn.slots[bn.count - 1];
+  std::atomic<block*>& top = bn.slots[count - 1];
   block* b = top.load(std::memory_order_acquire);
   if (b == nullptr) {  // a stealer emptied the bin
     bn.count = 0;
@@ -202,33 +217,31 @@ inline block* thread_cache::take(std::size_t rounded, std::size_t request) {
   const std::size_t size = b->size;
   if (size < rounded) return nullptr;  // same class, smaller block: left for a smaller request
   top.store(nullptr, std::memory_order_relaxed);
-  --bn.count;
-  if (bn.count == 0 && bin_of(rounded) >= big_bin_first)
-    big_filled_ &= ~(std::uint64_t{1} << (bin_of(rounded) - big_bin_first));
+  bn.count = count - 1;
+  if (index >= big_bin_first && count == 1)
+    big_filled_ &= ~(std::uint64_t{1} << (index - big_bin_first));
   held_ -= static_cast<std::int64_t>(size);
   const std::uint64_t t = ticket::with_state(b->ticket.load(std::memory_order_relaxed), ticket::live);
   b->live_requested.store(request, std::memory_order_relaxed);
   b->ticket.store(t, std::memory_order_release);
-  table_[slot_of(b->address)] = make_entry(b, t, request, bin_of(rounded));
-  counters& k = counters_[class_of(size)];
+  const std::size_t class_index = class_of(size);
+  table_[slot_of(b->address)] = entry{b->address, b, t, static_cast<std::uint32_t>(index),
+                                      static_cast<std::uint32_t>(class_index)};
+  counters& k = counters_[class_index];
   bump(k.alloc_bytes, static_cast<std::int64_t>(size));
   bump(k.alloc_count, 1);
   bump(k.alloc_requested, static_cast<std::int64_t>(request));
   return b;
 }
 
-inline thread_cache::entry thread_cache::make_entry(block* b, std::uint64_t t, std::size_t request,
-                                                    std::size_t bin) {
-  // Requests above 2^48 bytes do not exist on any machine; the table keeps 48 bits of them.
-  return entry{b->address, b, t, static_cast<std::uint32_t>(request),
-               static_cast<std::uint16_t>(request >> 32), static_cast<std::uint16_t>(bin)};
+inline void thread_cache::remember(block* b, std::uint64_t t) {
+  const std::size_t size = b->size;
+  if (size > largest_cached) return;
+  table_[slot_of(b->address)] = entry{b->address, b, t, static_cast<std::uint32_t>(bin_of(size)),
+                                      static_cast<std::uint32_t>(class_of(size))};
 }
 
-inline void thread_cache::remember(block* b, std::uint64_t t, std::size_t request) {
-  table_[slot_of(b->address)] = make_entry(b, t, request, bin_of(b->size));
-}
-
-inline bool thread_cache::put(const void* p) {
+[[gnu::always_inline]] inline bool thread_cache::put(const void* p) {
   const auto address = reinterpret_cast<std::uintptr_t>(p);
   entry& e = table_[slot_of(address)];
   if (e.address != address) return false;
@@ -239,25 +252,27 @@ inline bool thread_cache::put(const void* p) {
   // race in the caller's program (Note [Thread cache]).
   if (mine.b->ticket.load(std::memory_order_acquire) != mine.ticket)
     return false;  // freed elsewhere since (and maybe reused): the locked path says what it is
-  // The ticket matched, so the block is still this thread's and its size cannot change.
+  // The ticket matched, so the block is still this thread's: its size cannot change, and it is
+  // at most largest_cached (remember() and take() keep no others).
   const std::size_t size = mine.b->size;
-  if (size > largest_cached) return false;
   bin& bn = bins_[mine.bin];
+  const std::uint32_t count = bn.count;
   const auto held = held_ - stolen_bytes_.load(std::memory_order_relaxed);
-  if (bn.count == slots_of(mine.bin) ||
+  if (count == bn.limit ||
       held + static_cast<std::int64_t>(size) > static_cast<std::int64_t>(capacity_))
     return false;
   const owner_section section(*this);
   if (!section.ok()) return false;
   mine.b->ticket.store(ticket::with_state(mine.ticket, ticket::cached), std::memory_order_release);
-  bn.slots[bn.count++].store(mine.b, std::memory_order_release);
+  bn.slots[count].store(mine.b, std::memory_order_release);
+  bn.count = count + 1;
   if (mine.bin >= big_bin_first) big_filled_ |= std::uint64_t{1} << (mine.bin - big_bin_first);
   held_ += static_cast<std::int64_t>(size);
-  counters& k = counters_[class_of(size)];
+  counters& k = counters_[mine.class_index];
   bump(k.free_bytes, static_cast<std::int64_t>(size));
   bump(k.free_count, 1);
   bump(k.free_requested,
-       static_cast<std::int64_t>(std::uint64_t{mine.request_high} << 32 | mine.request_low));
+       static_cast<std::int64_t>(mine.b->live_requested.load(std::memory_order_relaxed)));
   return true;
 }
 

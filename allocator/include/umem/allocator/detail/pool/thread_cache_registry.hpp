@@ -47,6 +47,8 @@ class thread_cache_registry {
   thread_cache_registry& operator=(const thread_cache_registry&) = delete;
 
   bool enabled() const { return capacity_ != 0; }
+  // Never reused by another registry (Note [Thread cache lifetime]).
+  std::uint64_t serial() const { return serial_; }
   // The calling thread's cache, created on first use; nullptr when disabled.
   thread_cache* mine() {
     const detail::last_thread_cache& last = detail::t_last_cache;
