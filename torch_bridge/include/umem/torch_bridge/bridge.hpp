@@ -246,8 +246,9 @@ class bridge {
   // Whether a free of `l` goes straight back to the allocator: host memory, or the block of a
   // device's sole stream used nowhere else, outside captures. mutex_ held.
   bool frees_at_once(const live_block& l) const;
-  // Whether `stream` may allocate from `device`'s pool: false only when it is a second stream
-  // while a capture is underway (then it gets a segment of its own). Ends the sole stream when
+  // Whether `stream` may allocate from `device`'s pool: false when it is a second stream while a
+  // capture is underway, or while the sole stream's work cannot be waited for (the event factory
+  // gave no event for the device); it then gets a segment of its own. Ends the sole stream when
   // another stream comes, after waiting for it. mutex_ held.
   bool admit_stream(int device, void* stream);
   // The cache's release callback, called under mutex_ (Note [One lock]).
