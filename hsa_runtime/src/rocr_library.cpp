@@ -47,8 +47,8 @@ const char* const rocr_hint =
 // Note [Checking the mirrors against the real headers]
 // mirror<T> (signature_mirror.hpp, specialized above) maps each HSA type of a declaration in
 // <hsa/hsa.h> to the rocr_* type the table uses, so every symbol the installed headers declare is
-// checked to have exactly the signature the table calls it with. Optional symbols are newer than Debian's 5.2.3 headers and are checked
-// by review against ROCr's 2025 headers instead.
+// checked to have exactly the signature the table calls it with. Optional symbols are newer than
+// Debian's 5.2.3 headers and are checked by review against ROCr's 2025 headers instead.
 using umem::detail::mirror_t;
 
 #define UMEM_ROCR_CHECK_required(symbol)                                                  \

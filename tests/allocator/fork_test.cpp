@@ -38,7 +38,7 @@ constexpr int kForks = 200;
 // What became of a child that did not exit with 0, for the failure message.
 std::string what_became_of(int status) {
   if (WIFEXITED(status)) {
-    return WEXITSTATUS(status) == 3 ? "exited 3 (wrong memory contents)"
+    return WEXITSTATUS(status) == 3 ? "exited 3 (its check failed: wrong memory or no memory)"
                                     : "exited " + std::to_string(WEXITSTATUS(status));
   }
   if (WIFSIGNALED(status)) {
@@ -98,10 +98,12 @@ std::string forks_while_threads_allocate(const std::function<void(int, churn_gat
   for (int i = 0; i < kForks && failed < 3; ++i) {
     if (kStopThreadsForEachFork) gate.stop_threads(kThreads);
     const pid_t pid = ::fork();
+    const int fork_errno = errno;
     if (kStopThreadsForEachFork && pid != 0) gate.resume_threads();
     if (pid < 0) {
       ++failed;
-      failures += "fork " + std::to_string(i) + ": fork() failed: " + std::strerror(errno) + "\n";
+      failures += "fork " + std::to_string(i) + ": fork() failed: " + std::strerror(fork_errno);
+      failures += "\n";
       continue;
     }
     if (pid == 0) {
@@ -110,8 +112,10 @@ std::string forks_while_threads_allocate(const std::function<void(int, churn_gat
     }
     int status = 0;
     if (::waitpid(pid, &status, 0) != pid) {
+      const int wait_errno = errno;
       ++failed;
-      failures += "fork " + std::to_string(i) + ": waitpid failed: " + std::strerror(errno) + "\n";
+      failures += "fork " + std::to_string(i) + ": waitpid failed: " + std::strerror(wait_errno);
+      failures += "\n";
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       ++failed;
       failures += "fork " + std::to_string(i) + ": " + what_became_of(status) + "\n";

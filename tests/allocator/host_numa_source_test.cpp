@@ -320,7 +320,8 @@ TEST(host_numa_source, decommit_frees_the_pages_and_keeps_the_policy) {
 // recommit() does for given-back pages what allocate() does for fresh ones: populated again
 // where the source populates, left to the next touch where it does not.
 TEST(host_numa_source, recommit_populates_given_back_pages_as_allocate_does) {
-  for (populate_mode mode : {populate_mode::none, populate_mode::touch, populate_mode::map_populate}) {
+  for (populate_mode mode :
+       {populate_mode::none, populate_mode::touch, populate_mode::map_populate}) {
     host_numa_source src(host_source_config{true, mode});
     segment_guard g{src, src.allocate(6 * mib, bind0, umem::coherence::fine)};
     char* middle = static_cast<char*>(g.s.base) + 2 * mib;

@@ -3,7 +3,7 @@
 // allocation comes from), freed back to it, out of memory without spill, with memory_info from
 // the pool's size and the agent's MEMORY_AVAIL; on the 4-socket MI300A capture `device:D` stays
 // host memory locked for the GPUs. The model's NUMA nodes are this machine's, every GPU on the
-// first node with CPUs, as the CUDA suite does (tests/cuda_runtime/allocator_device_memory_test).
+// first node with CPUs (rocr_double_machine.hpp).
 //
 // With the double's VMM exports (its 6.4/7.1 build) growable segments are reservations grown in
 // place (Note [Growable ROCr device segments] in rocr_device_source.hpp): the double logs the
@@ -30,22 +30,19 @@
 #include <vector>
 
 #include "allocator/mi300a_double_fixture.hpp"
+#include "allocator/rocr_double_machine.hpp"
 #include "hsa_runtime/rocr_test_env.hpp"
 #include "umem/allocator/allocator.hpp"
 #include "umem/allocator/detail/pool/caching_pool.hpp"
-#include "umem/allocator/gpu/gpu_backend.hpp"
 #include "umem/allocator/gpu/live_machine.hpp"
 #include "umem/allocator/gpu/rocr_device_source.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
-#include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
-#include "umem/numa/hwloc_source.hpp"
 
 namespace umem::alloc {
 namespace {
 
-using umem::test::scoped_env;
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 constexpr std::uint64_t kVram = 201310208ull * 1024;  // 206141652992: each MI300X's Pool 1
@@ -163,26 +160,9 @@ class RocrDeviceMemory : public ::testing::Test {
   // ROCr backend selected. Keeps the library loaded for the test.
   live_machine machine(const topology& served, const char* double_path = UMEM_ROCR_DOUBLE_PATH,
                        const char* version = "7.1") {
-    path_ = double_path;
-    snap_.emplace("UMEM_ROCR_DOUBLE_SNAPSHOT", umem::test::write_snapshot(dir_, served).string());
-    ver_.emplace("UMEM_ROCR_DOUBLE_VERSION", version);
-    lib_ = std::make_shared<const hsa::rocr_library>(
-        hsa::rocr_library::load_from(std::vector<std::string>{double_path}));
-    live_machine m;
-    hsa::discover_rocr(m.topo, *lib_);
-    EXPECT_EQ(m.topo.hsa.state, runtime_state::available) << m.topo.hsa.state_reason;
-    m.rocr = lib_;
-    m.backend = select_gpu_backend(m.topo, gpu_backend_request::rocr, lib_, {});
-    EXPECT_STREQ(m.backend->name(), "rocr") << m.topo.gpu_backend.reason;
-    m.topo.numa = numa::load_hwloc_live();
-    int node = 0;
-    for (const auto& n : m.topo.numa.nodes)
-      if (!n.cpus.empty()) {
-        node = n.os_index;
-        break;
-      }
-    for (const agent* g : m.topo.gpus())
-      m.topo.gpu_numa.push_back({g->kfd_node, node, "test", "every GPU on the first CPU node"});
+    live_machine m = double_.serve(served, double_path, version);
+    path_ = double_.path();
+    lib_ = double_.library();
     return m;
   }
 
@@ -203,8 +183,7 @@ class RocrDeviceMemory : public ::testing::Test {
   }
 
   topology mi300x_;
-  umem::test::temp_dir dir_;
-  std::optional<scoped_env> snap_, ver_;
+  umem::test::rocr_double_machine double_;
   const char* path_ = nullptr;
   std::shared_ptr<const hsa::rocr_library> lib_;
 };

@@ -200,6 +200,7 @@ void node_exhaustion::fill_over_given_back_pages() const {
   other->trim();
   // With room again they come back, populated there (populate:map_populate) before any touch.
   void* again = a->allocate(given_back, on_node());
+  EXPECT_EQ(a->memory_stats().at("segment.all.current"), 1) << "not the given-back block";
   std::map<int, std::size_t> where;
   for (std::size_t off = 0; off < given_back; off += 2 * MiB)
     for (const auto& [node, pages] : pages_by_node(static_cast<char*>(again) + off, 4096))

@@ -119,9 +119,20 @@ bool host_numa_source::decommit(const segment& s, void* p, std::size_t bytes) {
 // Given-back pages come back on touch: their binding and advice stayed with the mapping. What
 // set_up() does for fresh memory still applies to them: the room check (Note [The real end of a
 // node]) and the population.
+// A population that fails part-way gives back what it backed, so the range stays given back as
+// the contract says (segment.hpp).
 void host_numa_source::recommit(const segment& s, void* p, std::size_t bytes) {
   if (s.binding.mode == bind_mode::bind) check_room(bytes, s.binding);
-  populate(p, bytes, s.binding);
+  try {
+    populate(p, bytes, s.binding);
+  } catch (...) {
+    try {
+      os::discard(p, bytes);
+    } catch (const error& e) {
+      log().error("host NUMA source: {}", e.what());
+    }
+    throw;
+  }
 }
 
 bool host_numa_source::grow(segment& s, std::size_t extra_bytes) {

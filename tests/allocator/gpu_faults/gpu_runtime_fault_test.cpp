@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "allocator/rocr_double_machine.hpp"
 #include "cuda_runtime/cuda_test_env.hpp"
 #include "hsa_runtime/rocr_test_env.hpp"
 #include "runtime_double_faults.hpp"
@@ -38,7 +39,6 @@
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 #include "umem/cuda_runtime/cuda_driver.hpp"
-#include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
 #include "umem/numa/hwloc_source.hpp"
 
@@ -89,18 +89,6 @@ request device_or_host(std::int64_t id, const char* device) {
   return {parse_placement(device), std::nullopt};
 }
 
-// Every GPU on the first NUMA node with CPUs of this machine, as the device suites do
-// (rocr_device_memory_test.cpp, allocator_device_memory_test.cpp).
-void bind_gpus_to_first_node(topology& t) {
-  int node = 0;
-  for (const auto& n : t.numa.nodes)
-    if (!n.cpus.empty()) {
-      node = n.os_index;
-      break;
-    }
-  for (const agent* g : t.gpus()) t.gpu_numa.push_back({g->kfd_node, node, "test", "first node"});
-}
-
 class gpu_runtime_faults : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -121,7 +109,7 @@ class gpu_runtime_faults : public ::testing::Test {
     m.backend = select_gpu_backend(m.topo, gpu_backend_request::cuda, nullptr,
                                    test::cuda_double_candidates());
     EXPECT_STREQ(m.backend->name(), "cuda") << m.topo.gpu_backend.reason;
-    bind_gpus_to_first_node(m.topo);
+    test::bind_gpus_to_first_node(m.topo);
     s.faults = std::make_unique<runtime_double_faults>(UMEM_CUDA_DOUBLE_PATH, "umem_cuda_double_");
     const runtime_double_faults* f = s.faults.get();
     s.placement = [](std::int64_t id) { return device_or_host(id, "device:0"); };
@@ -155,22 +143,10 @@ class gpu_runtime_faults : public ::testing::Test {
                       bool discrete) {
     served_machine s;
     s.name = std::move(name);
-    rocr_snap_.emplace("UMEM_ROCR_DOUBLE_SNAPSHOT",
-                       test::write_snapshot(dir_, served).string());
-    rocr_ver_.emplace("UMEM_ROCR_DOUBLE_VERSION", "7.1");
-    rocr_ = std::make_shared<const hsa::rocr_library>(
-        hsa::rocr_library::load_from(std::vector<std::string>{UMEM_ROCR_DOUBLE_PATH}));
-    // Held for the whole test: the double forgets everything at the last hsa_shut_down, which
-    // would hide a leak.
-    session_.emplace(*rocr_);
-    live_machine& m = s.machine;
-    hsa::discover_rocr(m.topo, *rocr_);
-    EXPECT_EQ(m.topo.hsa.state, runtime_state::available) << m.topo.hsa.state_reason;
-    m.rocr = rocr_;
-    m.backend = select_gpu_backend(m.topo, gpu_backend_request::rocr, rocr_, {});
-    EXPECT_STREQ(m.backend->name(), "rocr") << m.topo.gpu_backend.reason;
-    m.topo.numa = numa::load_hwloc_live();
-    bind_gpus_to_first_node(m.topo);
+    s.machine = rocr_.serve(served, UMEM_ROCR_DOUBLE_PATH, "7.1");
+    // Held for the whole test, from here (discovery opened and closed its own session): the
+    // double forgets everything at the last hsa_shut_down, which would hide a leak.
+    session_.emplace(*rocr_.library());
     s.faults = std::make_unique<runtime_double_faults>(UMEM_ROCR_DOUBLE_PATH, "umem_rocr_double_");
     const runtime_double_faults* f = s.faults.get();
     s.placement = [device](std::int64_t id) { return device_or_host(id, device); };
@@ -195,7 +171,7 @@ class gpu_runtime_faults : public ::testing::Test {
     };
     // Every device pool's memory: pool allocations and vmem handles of any agent.
     std::vector<std::uint32_t> gpu_nodes;
-    for (const agent* g : m.topo.gpus()) gpu_nodes.push_back(g->kfd_node);
+    for (const agent* g : s.machine.topo.gpus()) gpu_nodes.push_back(g->kfd_node);
     s.device_bytes = [f, gpu_nodes] {
       auto bytes = static_cast<std::int64_t>(
           f->control<std::uint64_t (*)()>("pool_allocated_bytes")());
@@ -209,11 +185,9 @@ class gpu_runtime_faults : public ::testing::Test {
 
   void run_every_fault(served_machine& s);
 
-  test::temp_dir dir_;
   std::optional<test::cuda_double_machine> cuda_served_;
   std::shared_ptr<const cuda::cuda_driver> cuda_;  // keeps the CUDA double and its state loaded
-  std::optional<test::scoped_env> rocr_snap_, rocr_ver_;
-  std::shared_ptr<const hsa::rocr_library> rocr_;
+  test::rocr_double_machine rocr_;
   std::optional<hsa::rocr_session> session_;
 };
 

@@ -74,8 +74,9 @@ class upstream_source {
   // CUDA registrations) must keep its pages, and a plain device allocation has no pages of its
   // own to give. The default answers false. Before the caller hands any of that range out again
   // it calls recommit() on it. Host memory stays mapped with its binding, so the next touch backs
-  // it again (zero-filled, on the same node(s)) and recommit() has nothing to do; device memory
-  // given back is unmapped, so recommit() maps it again. Limits (limiting_source) keep charging
+  // it again (zero-filled, on the same node(s)); recommit() checks that the node can still back
+  // it and populates it where the source populates fresh memory; device memory given back is
+  // unmapped, so recommit() maps it again. Limits (limiting_source) keep charging
   // decommitted pages: they come back when the caller takes them again.
   virtual bool decommit(const segment& s, void* p, std::size_t bytes) {
     (void)s;

@@ -43,7 +43,8 @@
 // decommitted granules), until the cache is under the cap. reserved_bytes drops by what was given
 // back. Handing out a block that covers decommitted granules counts them as reserved again
 // (limit_bytes is checked as for a growth) after upstream_source::recommit made them usable (the
-// system backs host pages on first touch; a device source maps them again). Doing it when memory
+// host source checks the node's room and populates as for fresh memory, the system backing the
+// pages on first touch otherwise; a device source maps them again). Doing it when memory
 // is needed, not at every free, keeps frees free of system calls and gives back only what would
 // otherwise be added on top. Pageable host memory can (also ROCr SVM with XNACK on), and so can
 // CUDA device memory of growable segments (Note [Giving device pages back] in
