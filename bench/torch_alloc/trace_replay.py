@@ -83,6 +83,8 @@ def main():
     p.add_argument("traces", nargs="+")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--passes", type=int, default=3)
+    p.add_argument("--build-dir", help="where the replay extension is built and kept (default: a "
+                   "temporary folder, built again each run)")
     p.add_argument("--child", nargs=2, metavar=("ALLOCATOR", "FOLDER"), help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
@@ -92,7 +94,9 @@ def main():
     print("| trace | call | PyTorch median (ns) | umem median (ns) | PyTorch / umem | "
           "PyTorch p99 (ns) | umem p99 (ns) | peak reserved PyTorch / umem (MB) |")
     print("|---|---|---|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = a.build_dir or scratch
+        os.makedirs(folder, exist_ok=True)
         build(folder)  # once, before the timed processes
         for trace in a.traces:
             runs = {"torch": [], "umem": []}

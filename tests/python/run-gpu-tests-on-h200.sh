@@ -58,4 +58,5 @@ echo "== GPU tests (own process: umem is enabled before anything touches the GPU
 echo "== the other tests"
 "$py" -m pytest -p no:cacheprovider -q -rs -m "not gpu" "${@:-tests/python}"; cpu_rc=$?
 echo "RESULT: gpu tests exit $gpu_rc, other tests exit $cpu_rc"
-[ "$gpu_rc" -eq 0 ] && [ "$cpu_rc" -eq 0 ]
+# pytest exits 5 when it collected nothing: GPU-only files hold no other tests, which is no failure.
+[ "$gpu_rc" -eq 0 ] && { [ "$cpu_rc" -eq 0 ] || [ "$cpu_rc" -eq 5 ]; }

@@ -42,10 +42,11 @@ def test_trains_like_pytorchs_allocator(name):
 
 
 @pytest.mark.parametrize("compile_mode", ["default", "reduce-overhead"])
-def test_gpt2_under_torch_compile(compile_mode):
-    needs("transformers")
-    ours = workload("gpt2", "umem", compile_mode, steps=6)
-    theirs = workload("gpt2", "torch", compile_mode, steps=6)  # compiled kernels round their way
+@pytest.mark.parametrize("name", ["gpt2", "llama", "resnet50"])
+def test_trains_under_torch_compile(name, compile_mode):
+    needs("torchvision" if name == "resnet50" else "transformers")
+    ours = workload(name, "umem", compile_mode, steps=6)
+    theirs = workload(name, "torch", compile_mode, steps=6)  # compiled kernels round their way
     assert ours["umem_mode"] == "extension"
     assert ours["losses"][-1] < ours["losses"][0]
     assert ours["losses"] == pytest.approx(theirs["losses"], rel=1e-5)
