@@ -52,6 +52,22 @@ void* map_aligned(std::size_t size, std::size_t align, bool address_space_only) 
   return raw + head;
 }
 
+// Runs `step`; if it throws, runs `undo` (what undo raises is logged, not thrown) and rethrows
+// the step's error, so a half-done step leaves its range as it was.
+template <class Step, class Undo>
+void undone_on_failure(Step&& step, Undo&& undo) {
+  try {
+    step();
+  } catch (...) {
+    try {
+      undo();
+    } catch (const error& e) {
+      log().error("host NUMA source: {}", e.what());
+    }
+    throw;
+  }
+}
+
 constexpr std::size_t size_max = std::numeric_limits<std::size_t>::max();
 
 std::size_t rounded(std::size_t bytes) {
@@ -123,16 +139,7 @@ bool host_numa_source::decommit(const segment& s, void* p, std::size_t bytes) {
 // the contract says (segment.hpp).
 void host_numa_source::recommit(const segment& s, void* p, std::size_t bytes) {
   if (s.binding.mode == bind_mode::bind) check_room(bytes, s.binding);
-  try {
-    populate(p, bytes, s.binding);
-  } catch (...) {
-    try {
-      os::discard(p, bytes);
-    } catch (const error& e) {
-      log().error("host NUMA source: {}", e.what());
-    }
-    throw;
-  }
+  undone_on_failure([&] { populate(p, bytes, s.binding); }, [&] { os::discard(p, bytes); });
 }
 
 bool host_numa_source::grow(segment& s, std::size_t extra_bytes) {
@@ -145,16 +152,7 @@ bool host_numa_source::grow(segment& s, std::size_t extra_bytes) {
   // commit_fixed replaces a range an adaptor committed before and forgot.
   os::commit_fixed(at, extra);
   segment probe = s;
-  try {
-    set_up(at, extra, probe);
-  } catch (...) {
-    try {
-      os::decommit_fixed(at, extra);
-    } catch (const error& e) {
-      log().error("host NUMA source: {}", e.what());
-    }
-    throw;
-  }
+  undone_on_failure([&] { set_up(at, extra, probe); }, [&] { os::decommit_fixed(at, extra); });
   s.size += extra;
   log().debug("host NUMA source: grew the segment at {} by {} bytes to {}", s.base, extra, s.size);
   return true;
