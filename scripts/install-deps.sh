@@ -10,7 +10,7 @@ packages=(
   zlib1g-dev librsvg2-bin
   qemu-system-x86 busybox-static cpio xz-utils
   python3-torch python3-pytest python3-numpy
-  python3-venv python3-pip python3-setuptools python3-wheel
+  python3-venv python3-pip python3-setuptools python3-wheel python3-setuptools-whl
 )
 
 missing=()

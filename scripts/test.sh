@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: dependencies, a warnings-as-errors build with all tests,
 # `pip install .` into a fresh virtual environment with the Python tests against the installed
-# package, the same build under AddressSanitizer + UndefinedBehaviorSanitizer, the allocator under
-# ThreadSanitizer, the placement checks on a 4-NUMA-node VM, and bounded fuzzing.
+# package, `pip install .` as on a machine with PyPI (build isolation), the same build under
+# AddressSanitizer + UndefinedBehaviorSanitizer, the allocator under ThreadSanitizer, the
+# placement checks on a 4-NUMA-node VM, and bounded fuzzing.
 # Env: UMEM_FUZZ_SECONDS (default 30 per target); UMEM_SKIP_{ASAN,TSAN,VM,FUZZ}=1 skip a stage.
 # The VM stage skips only where QEMU cannot run, and fails instead under CI=true.
 set -euo pipefail
@@ -19,6 +20,9 @@ ctest --test-dir "$dir" --output-on-failure -j 2
 
 stage "pip install . + the Python tests against the installed package"
 scripts/test-installed-package.sh "$dir"
+
+stage "pip install . with build isolation into a bare virtual environment, as with PyPI"
+scripts/test-isolated-build.sh
 
 if [ "${UMEM_SKIP_ASAN:-0}" != 1 ]; then
   stage "ASan+UBSan build + tests"
