@@ -1,6 +1,7 @@
 // Note [A device's sole stream] in bridge.hpp: while one stream allocates on a discrete GPU, its
 // frees go straight back to the device's pool (coalesced, no events); a second stream, the
-// reclaim ladder and empty_cache first wait for that stream once; during a capture a second
+// reclaim ladder and empty_cache first wait for that stream once, and its frees wait in the cache
+// from then on; GPUs are asked whether they are discrete on first use; during a capture a second
 // stream gets a segment of its own; unified GPUs and max_cached keep every free waiting.
 #include <gtest/gtest.h>
 
@@ -57,6 +58,7 @@ class logged_event final : public alloc::stream_event {
 // Two nodes; GPU 0 discrete (a fake device source), GPU 1 unified (memory of node 1).
 struct two_gpus {
   gpu_log log;
+  int sources_asked = 0;  // calls of the allocator's device-source factory
   std::unique_ptr<torch_bridge::bridge> b;
   explicit two_gpus(const std::string& conf = "") {
     topology t;
@@ -72,7 +74,8 @@ struct two_gpus {
     auto a = std::make_unique<alloc::allocator>(
         alloc::parse_alloc_conf(conf), t, std::make_unique<fake_upstream>(0, 2 * MiB, 4096),
         std::make_unique<alloc::no_gpu_mapper>("test: no GPU"),
-        [](int device) -> std::unique_ptr<alloc::device_memory_source> {
+        [this](int device) -> std::unique_ptr<alloc::device_memory_source> {
+          ++sources_asked;
           if (device != 0) return nullptr;
           return std::make_unique<fake_device_source>(std::size_t{1} << 30);
         });
@@ -147,6 +150,32 @@ TEST(bridge_sole_stream, empty_cache_waits_for_the_sole_stream_before_giving_mem
   g.b->empty_cache(true);  // the caller says the device is synchronized: nothing to wait for
   EXPECT_EQ(g.log.waits[stream_a], 1);
   EXPECT_EQ(g.reserved(0), 0);
+}
+
+TEST(bridge_sole_stream, after_a_trim_frees_of_the_sole_stream_wait_in_the_cache) {
+  // The trim runs after the wait, outside the bridge's lock: a straight free in between could
+  // reach a segment the trim gives back while the stream still uses the block.
+  two_gpus g;
+  g.b->deallocate(g.b->allocate(4 * MiB, 0, stream_a));
+  g.b->empty_cache(false);
+  ASSERT_EQ(g.log.waits[stream_a], 1);
+  void* x = g.b->allocate(4 * MiB, 0, stream_a);
+  g.b->deallocate(x);
+  EXPECT_EQ(g.held(0), static_cast<std::int64_t>(4 * MiB)) << "the free waits for its stream";
+  EXPECT_EQ(g.log.records[stream_a], 1) << "with an event of its own";
+  void* y = g.b->allocate(4 * MiB, 0, stream_a);
+  EXPECT_EQ(y, x) << "its own stream still takes it back in order";
+  g.b->deallocate(y);
+}
+
+TEST(bridge_sole_stream, a_gpu_is_asked_whether_it_is_discrete_on_its_first_allocation) {
+  // Asking makes the GPU's memory source: a driver context on every visible GPU if the bridge
+  // asked when it starts.
+  two_gpus g;
+  EXPECT_EQ(g.sources_asked, 0);
+  g.b->deallocate(g.b->allocate(4 * MiB, 0, stream_a));
+  EXPECT_EQ(g.sources_asked, 1) << "GPU 0 only";
+  EXPECT_EQ(g.held(0), 0) << "and it is a discrete GPU's sole stream";
 }
 
 TEST(bridge_sole_stream, a_block_used_on_another_stream_still_waits_for_its_events) {

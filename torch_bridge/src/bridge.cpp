@@ -120,9 +120,10 @@ void bridge::remember(void* p, const live_block& l) {
 
 void bridge::attach(event_factory events) {
   live_.reserve(live_reserve);
+  // Which GPUs are discrete is asked on each one's first allocation (sole_candidate): asking
+  // creates the device's memory source, a driver context on every visible GPU if done here.
   if (events && alloc_->options().max_cached == 0)
-    for (int d = 0; d < static_cast<int>(alloc_->topo().gpus().size()); ++d)
-      if (discrete(d)) sole_.try_emplace(d);
+    sole_kinds_ = std::vector<std::atomic<signed char>>(alloc_->topo().gpus().size());
   cache_ = std::make_unique<stream_ordered_cache>(
       std::move(events), [this](const held_block& b, bool shared) { released(b, shared); });
   // The ladder's second rung is this bridge's (Note [Reclaim ladder] in reclaim_ladder.hpp); like
@@ -174,6 +175,17 @@ void bridge::released(const held_block& b, bool shared) {
     sub(u->active_bytes, class_of(b.size), static_cast<std::int64_t>(b.size));
     sub(u->active, class_of(b.size), 1);
   }
+}
+
+bool bridge::sole_candidate(int device) {
+  if (device < 0 || static_cast<std::size_t>(device) >= sole_kinds_.size()) return false;
+  std::atomic<signed char>& kind = sole_kinds_[static_cast<std::size_t>(device)];
+  signed char k = kind.load(std::memory_order_relaxed);
+  if (k == 0) {
+    k = discrete(device) ? 1 : 2;
+    kind.store(k, std::memory_order_relaxed);
+  }
+  return k == 1;
 }
 
 bool bridge::discrete(int device) const {
@@ -289,6 +301,9 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
   std::optional<std::uint64_t> cap;
   this_call = {};
   bool own_segment = false;
+  // Outside mutex_: the first answer for a device creates its memory source under the
+  // allocator's lock, which the reclaim ladder takes before mutex_.
+  const bool candidate = sole_candidate(device);
   {
     // Note [One lock]: a block freed on this stream is the whole malloc under one lock.
     std::lock_guard lock(mutex_);
@@ -304,7 +319,7 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
       this_call.release_scan = true;
       cache_->release_completed();
     }
-    own_segment = device >= 0 && !admit_stream(device, stream);
+    own_segment = candidate && !admit_stream(device, stream);
     if (capped_devices_.load(std::memory_order_relaxed) != 0)
       if (auto it = usage_.find(device); it != usage_.end()) cap = it->second.cap_bytes;
   }
@@ -426,9 +441,8 @@ bool bridge::frees_at_once(const live_block& l) const {
 }
 
 bool bridge::admit_stream(int device, void* stream) {
-  const auto it = sole_.find(device);
-  if (it == sole_.end() || it->second.ended) return true;
-  sole_stream& s = it->second;
+  sole_stream& s = sole_[device];
+  if (s.ended) return true;
   if (!s.known) {
     s.known = true;
     s.stream = stream;
@@ -447,9 +461,14 @@ bool bridge::admit_stream(int device, void* stream) {
 std::size_t bridge::release_held(bool synchronized) {
   std::lock_guard lock(mutex_);
   ++this_call.locks;
+  // A trim follows, outside this lock: from the wait on, the sole stream's frees wait in the
+  // cache too, so none reaches the pool unfinished before the trim gives its segment back.
   if (!synchronized && captures_.load() == 0)
     for (auto& [device, s] : sole_)
-      if (s.known && !s.ended) cache_->wait_for_stream(device, s.stream);
+      if (s.known && !s.ended) {
+        cache_->wait_for_stream(device, s.stream);
+        s.ended = true;
+      }
   return cache_->release_all(synchronized);
 }
 

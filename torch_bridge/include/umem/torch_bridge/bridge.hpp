@@ -34,9 +34,13 @@
 // itself (max_cached 0), a block freed on that stream and used nowhere else goes straight back
 // to the pool, as in PyTorch: its only other taker is that same stream, in order. Before any of
 // that pool's memory may go elsewhere, the bridge waits for the stream once
-// (stream_ordered_cache::wait_for_stream): when a second stream allocates on the device (from
-// then on, frees wait in the cache again), and in its rung of the reclaim ladder and in
-// empty_cache, which come before any trim. A second stream appearing during a graph capture,
+// (stream_ordered_cache::wait_for_stream) and from then on frees on the device wait in the cache
+// again: when a second stream allocates on the device, and in its rung of the reclaim ladder and
+// in empty_cache, which come before any trim. The trim runs after the wait, outside the bridge's
+// lock, so a straight free in between could reach a segment it gives back while the stream still
+// uses the block (ROCr frees without waiting for kernels); after a trim's wait the device keeps
+// the waiting path. Which GPUs are discrete is asked on each one's first allocation, not when the
+// bridge starts, since asking creates the GPU's memory source (a driver context). A second stream appearing during a graph capture,
 // when waiting is illegal, gets a segment of its own (Note [Own segments] in caching_pool.hpp)
 // until no capture is underway; frees during a capture go through the cache as before.
 #pragma once
@@ -251,6 +255,9 @@ class bridge {
   // gave no event for the device); it then gets a segment of its own. Ends the sole stream when
   // another stream comes, after waiting for it. mutex_ held.
   bool admit_stream(int device, void* stream);
+  // Whether device's frees may skip the stream cache while one stream uses it: a discrete GPU,
+  // with stream events and max_cached 0. Asked once per device, without mutex_ held.
+  bool sole_candidate(int device);
   // The cache's release callback, called under mutex_ (Note [One lock]).
   void released(const held_block& b, bool shared);
   // {free, total} before the memory fraction's cap: the GPU's own memory (discrete), else the
@@ -284,8 +291,10 @@ class bridge {
     bool ended = false;  // another stream allocated since: frees wait in the cache
     void* stream = nullptr;
   };
-  // The devices it applies to (their own pool, max_cached 0, stream events), fixed by attach().
+  // The candidate devices (sole_candidate) that have allocated.
   std::map<int, sole_stream> sole_;
+  // Per GPU: 0 not asked yet, 1 a candidate, 2 not; empty without events or with max_cached.
+  std::vector<std::atomic<signed char>> sole_kinds_;
   std::unordered_map<const void*, std::pair<std::size_t, int>> lent_;  // usable bytes, device
 };
 

@@ -9,7 +9,8 @@
 // would need hsa_amd_agents_allow_access, as peer access does for hipMalloc memory), and the host
 // must not touch it. hsa_amd_memory_pool_free does not wait for kernels: the caching pool hands a
 // segment back only when every block of it is free, and blocks are free only once their streams
-// are done with them (stream events), so no kernel still uses a segment freed here.
+// are done with them (stream events; a sole stream's blocks are waited for before a trim, Note
+// [A device's sole stream] in bridge.hpp), so no kernel still uses a segment freed here.
 //
 // allocate_growable() and grow() use ROCr's virtual memory API where the runtime has it (Note
 // [Growable ROCr device segments]), so the pool's expandable segment grows in place instead of
