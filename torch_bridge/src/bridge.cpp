@@ -301,8 +301,8 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
   std::optional<std::uint64_t> cap;
   this_call = {};
   bool own_segment = false;
-  // Outside mutex_: the first answer for a device creates its memory source under the
-  // allocator's lock, which the reclaim ladder takes before mutex_.
+  // Outside mutex_: the first answer for a device creates its memory source, driver calls that
+  // other threads' mallocs and frees need not wait for.
   const bool candidate = sole_candidate(device);
   {
     // Note [One lock]: a block freed on this stream is the whole malloc under one lock.
@@ -461,14 +461,14 @@ bool bridge::admit_stream(int device, void* stream) {
 std::size_t bridge::release_held(bool synchronized) {
   std::lock_guard lock(mutex_);
   ++this_call.locks;
-  // A trim follows, outside this lock: from the wait on, the sole stream's frees wait in the
-  // cache too, so none reaches the pool unfinished before the trim gives its segment back.
-  if (!synchronized && captures_.load() == 0)
-    for (auto& [device, s] : sole_)
-      if (s.known && !s.ended) {
-        cache_->wait_for_stream(device, s.stream);
-        s.ended = true;
-      }
+  // A trim follows, outside this lock: from here on the sole stream's frees wait in the cache
+  // too, so none reaches the pool unfinished before the trim gives its segment back. A caller
+  // that synchronized the device needs no wait, but later frees still do.
+  for (auto& [device, s] : sole_)
+    if (s.known && !s.ended) {
+      if (!synchronized && captures_.load() == 0) cache_->wait_for_stream(device, s.stream);
+      s.ended = true;
+    }
   return cache_->release_all(synchronized);
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <limits>
 
 #include "umem/allocator/source/os_memory.hpp"
@@ -61,7 +62,7 @@ void undone_on_failure(Step&& step, Undo&& undo) {
   } catch (...) {
     try {
       undo();
-    } catch (const error& e) {
+    } catch (const std::exception& e) {
       log().error("host NUMA source: {}", e.what());
     }
     throw;

@@ -38,11 +38,13 @@
 // again: when a second stream allocates on the device, and in its rung of the reclaim ladder and
 // in empty_cache, which come before any trim. The trim runs after the wait, outside the bridge's
 // lock, so a straight free in between could reach a segment it gives back while the stream still
-// uses the block (ROCr frees without waiting for kernels); after a trim's wait the device keeps
-// the waiting path. Which GPUs are discrete is asked on each one's first allocation, not when the
-// bridge starts, since asking creates the GPU's memory source (a driver context). A second stream appearing during a graph capture,
-// when waiting is illegal, gets a segment of its own (Note [Own segments] in caching_pool.hpp)
-// until no capture is underway; frees during a capture go through the cache as before.
+// uses the block (ROCr frees without waiting for kernels); so once empty_cache or the ladder's
+// rung has come (waited for, or told the device is synchronized), the device keeps the waiting
+// path. Which GPUs are discrete is asked on each one's first allocation, not when the bridge
+// starts, since asking creates the GPU's memory source (a driver context). A second stream
+// appearing during a graph capture, when waiting is illegal, gets a segment of its own (Note [Own
+// segments] in caching_pool.hpp) until no capture is underway; frees during a capture go through
+// the cache as before.
 #pragma once
 
 #include <array>
