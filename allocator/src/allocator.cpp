@@ -375,7 +375,7 @@ void* allocator::allocate_from(caching_pool& home, const resolved_placement* res
   const reclaim_hooks& hooks = impl_->hooks;
   if (!hooks.may_reclaim || hooks.may_reclaim()) {
     rungs.stream_blocks = hooks.release_stream_blocks;
-    rungs.trim = [this] { return trim(); };
+    rungs.trim = hooks.trim ? hooks.trim : std::function<std::size_t()>([this] { return trim(); });
   }
   rungs.retried = [&home] { home.count_retry(); };
   // Device memory never spills (Note [Device placements]).

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -19,12 +20,17 @@ class fake_device_source final : public device_memory_source {
   segment allocate(std::size_t bytes, const node_binding& where, coherence kind) override {
     return memory_.allocate(bytes, where, kind);
   }
-  void deallocate(const segment& s) noexcept override { memory_.deallocate(s); }
+  void deallocate(const segment& s) noexcept override {
+    if (on_deallocate) on_deallocate();
+    memory_.deallocate(s);
+  }
   std::string describe() const override { return "fake device memory"; }
   std::pair<std::uint64_t, std::uint64_t> memory_info() const override {
     return {capacity_ - memory_.outstanding_bytes(), capacity_};
   }
   const fake_upstream& memory() const { return memory_; }
+  // Called at the start of each deallocate() (a segment given back), e.g. to act during a trim.
+  std::function<void()> on_deallocate;
 
  private:
   fake_upstream memory_;

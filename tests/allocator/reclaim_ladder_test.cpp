@@ -154,7 +154,7 @@ TEST(reclaim_ladder, try_allocate_answers_null_and_counts_nothing) {
 struct owner_fixture {
   four_node_allocator f{"policy:node:1,spill:allow", 8 * MiB};
   void* held = nullptr;
-  int hook_calls = 0;
+  int hook_calls = 0, trim_calls = 0;
   std::size_t failed_at_hook = 0, frees_at_hook = 0;
   bool may = true;
 
@@ -168,7 +168,11 @@ struct owner_fixture {
                               held = nullptr;
                               return 2 * MiB;
                             },
-                            [this] { return may; }});
+                            [this] { return may; },
+                            [this] {  // the owner's trim, around the allocator's
+                              ++trim_calls;
+                              return f.a->trim();
+                            }});
   }
 };
 
@@ -196,6 +200,7 @@ TEST(reclaim_ladder, the_allocator_climbs_every_rung_once_in_order_then_throws_o
   }
   EXPECT_EQ(thrown, 1);
   EXPECT_EQ(o.hook_calls, 1);
+  EXPECT_EQ(o.trim_calls, 1) << "the trim rung is the owner's";
   EXPECT_EQ(o.failed_at_hook - failed, 2u) << "first try and the thread caches' retry came first";
   EXPECT_EQ(o.frees_at_hook, 0u) << "trim comes after the owner's rung";
   EXPECT_GE(o.f.upstream->deallocate_calls(), 1u) << "trim gave the small segment back";
@@ -232,6 +237,7 @@ TEST(reclaim_ladder, while_the_owner_forbids_it_no_stream_blocks_and_no_trim) {
   o.f.a->deallocate(o.f.a->allocate(2 * MiB));  // a free segment trim would give back
   EXPECT_THROW((void)o.f.a->allocate(4 * MiB), umem::error);
   EXPECT_EQ(o.hook_calls, 0);
+  EXPECT_EQ(o.trim_calls, 0);
   EXPECT_EQ(o.f.upstream->deallocate_calls(), 0u) << "no trim";
   o.f.a->deallocate(keep);
 }

@@ -1,15 +1,18 @@
 // Note [A device's sole stream] in bridge.hpp: while one stream allocates on a discrete GPU, its
 // frees go straight back to the device's pool (coalesced, no events); a second stream, the
-// reclaim ladder and empty_cache first wait for that stream once, and its frees wait in the cache
-// from then on; GPUs are asked whether they are discrete on first use; during a capture a second
+// reclaim ladder's trim and empty_cache first wait for that stream, and its frees wait in the
+// cache while a trim runs; GPUs are asked whether they are discrete on first use; during a capture a second
 // stream gets a segment of its own; unified GPUs and max_cached keep every free waiting.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "allocator/fake_device_source.hpp"
 #include "allocator/fake_upstream.hpp"
@@ -59,6 +62,7 @@ class logged_event final : public alloc::stream_event {
 struct two_gpus {
   gpu_log log;
   int sources_asked = 0;  // calls of the allocator's device-source factory
+  fake_device_source* source = nullptr;  // GPU 0's, once its first allocation made it
   std::unique_ptr<torch_bridge::bridge> b;
   explicit two_gpus(const std::string& conf = "") {
     topology t;
@@ -77,7 +81,9 @@ struct two_gpus {
         [this](int device) -> std::unique_ptr<alloc::device_memory_source> {
           ++sources_asked;
           if (device != 0) return nullptr;
-          return std::make_unique<fake_device_source>(std::size_t{1} << 30);
+          auto made = std::make_unique<fake_device_source>(std::size_t{1} << 30);
+          source = made.get();
+          return made;
         });
     b = std::make_unique<torch_bridge::bridge>(
         std::move(a), [this](int) { return std::make_unique<logged_event>(log); }, true, "");
@@ -152,30 +158,34 @@ TEST(bridge_sole_stream, empty_cache_waits_for_the_sole_stream_before_giving_mem
   EXPECT_EQ(g.reserved(0), 0);
 }
 
-TEST(bridge_sole_stream, after_a_trim_frees_of_the_sole_stream_wait_in_the_cache) {
-  // The trim runs after the wait, outside the bridge's lock: a straight free in between could
-  // reach a segment the trim gives back while the stream still uses the block.
-  two_gpus g;
-  g.b->deallocate(g.b->allocate(4 * MiB, 0, stream_a));
-  g.b->empty_cache(false);
-  ASSERT_EQ(g.log.waits[stream_a], 1);
-  void* x = g.b->allocate(4 * MiB, 0, stream_a);
-  g.b->deallocate(x);
-  EXPECT_EQ(g.held(0), static_cast<std::int64_t>(4 * MiB)) << "the free waits for its stream";
-  void* y = g.b->allocate(4 * MiB, 0, stream_a);
-  EXPECT_EQ(y, x) << "its own stream still takes it back in order";
-  g.b->deallocate(y);
-}
-
-TEST(bridge_sole_stream, after_a_synchronized_trim_frees_of_the_sole_stream_wait_too) {
-  two_gpus g;
-  g.b->deallocate(g.b->allocate(4 * MiB, 0, stream_a));
-  g.b->empty_cache(true);  // nothing to wait for now, but frees from here on must wait
-  EXPECT_TRUE(g.log.waits.empty());
-  void* x = g.b->allocate(4 * MiB, 0, stream_a);
-  g.b->deallocate(x);
-  EXPECT_EQ(g.held(0), static_cast<std::int64_t>(4 * MiB));
-  g.b->deallocate(g.b->allocate(4 * MiB, 0, stream_a));
+TEST(bridge_sole_stream, a_free_during_a_trim_waits_in_the_cache_and_later_ones_go_straight) {
+  // The trim gives memory back outside the bridge's lock: a straight free meanwhile could reach a
+  // segment it gives back while the stream still uses the block.
+  for (const bool synchronized : {false, true}) {
+    SCOPED_TRACE(synchronized ? "empty_cache(true)" : "empty_cache(false)");
+    two_gpus g("expandable_segments:false");
+    void* x = g.b->allocate(4 * MiB, 0, stream_a);                // live
+    g.b->deallocate(g.b->allocate(64 * MiB, 0, stream_a));  // a segment of its own, free
+    // While the trim gives the free segment back (the pool's lock held), another thread frees x.
+    // Straight to the pool it would wait for that lock: so it must be done within a second.
+    bool freed_during_trim = false;
+    std::thread other;
+    g.source->on_deallocate = [&] {
+      if (other.joinable()) return;
+      std::packaged_task<void()> free_x([&] { g.b->deallocate(x); });
+      auto done = free_x.get_future();
+      other = std::thread(std::move(free_x));
+      freed_during_trim = done.wait_for(std::chrono::seconds(1)) == std::future_status::ready;
+    };
+    g.b->empty_cache(synchronized);
+    other.join();
+    g.source->on_deallocate = nullptr;
+    EXPECT_TRUE(freed_during_trim) << "the free did not wait for the pool";
+    EXPECT_EQ(g.held(0), static_cast<std::int64_t>(4 * MiB)) << "it waits for its stream";
+    void* y = g.b->allocate(4 * MiB, 0, stream_a);
+    g.b->deallocate(y);
+    EXPECT_EQ(g.held(0), 0) << "after the trim, frees of the sole stream go straight again";
+  }
 }
 
 TEST(bridge_sole_stream, a_gpu_is_asked_whether_it_is_discrete_on_its_first_allocation) {

@@ -126,10 +126,12 @@ void bridge::attach(event_factory events) {
     sole_kinds_ = std::vector<std::atomic<signed char>>(alloc_->topo().gpus().size());
   cache_ = std::make_unique<stream_ordered_cache>(
       std::move(events), [this](const held_block& b, bool shared) { released(b, shared); });
-  // The ladder's second rung is this bridge's (Note [Reclaim ladder] in reclaim_ladder.hpp); like
-  // PyTorch's caching allocator, neither waits for streams nor trims during a graph capture.
+  // The ladder's second rung and its trim are this bridge's (Note [Reclaim ladder] in
+  // reclaim_ladder.hpp); like PyTorch's caching allocator, neither waits for streams nor trims
+  // during a graph capture.
   alloc_->set_reclaim_hooks({[this] { return release_held(false); },
-                             [this] { return captures_.load() == 0; }});
+                             [this] { return captures_.load() == 0; },
+                             [this] { return trim(false); }});
 }
 
 bridge::~bridge() = default;
@@ -434,7 +436,7 @@ void bridge::set_external_reserved(int device, std::uint64_t bytes) {
 
 bool bridge::frees_at_once(const live_block& l) const {
   if (l.device < 0) return true;  // host memory has no streams
-  if (!l.uses.empty() || captures_.load() > 0) return false;
+  if (!l.uses.empty() || captures_.load() > 0 || trims_ > 0) return false;
   const auto it = sole_.find(l.device);
   return it != sole_.end() && it->second.known && !it->second.ended &&
          it->second.stream == l.stream;
@@ -461,15 +463,29 @@ bool bridge::admit_stream(int device, void* stream) {
 std::size_t bridge::release_held(bool synchronized) {
   std::lock_guard lock(mutex_);
   ++this_call.locks;
-  // A trim follows, outside this lock: from here on the sole stream's frees wait in the cache
-  // too, so none reaches the pool unfinished before the trim gives its segment back. A caller
-  // that synchronized the device needs no wait, but later frees still do.
-  for (auto& [device, s] : sole_)
-    if (s.known && !s.ended) {
-      if (!synchronized && captures_.load() == 0) cache_->wait_for_stream(device, s.stream);
-      s.ended = true;
-    }
   return cache_->release_all(synchronized);
+}
+
+std::size_t bridge::trim(bool synchronized) {
+  {
+    std::lock_guard lock(mutex_);
+    // Like PyTorch's caching allocator, nothing is given back during a graph capture.
+    if (captures_.load() > 0) return 0;
+    ++trims_;
+    // Blocks its sole stream freed straight into the pool are done once this wait returns; frees
+    // from here to the trim's end wait in the cache (frees_at_once).
+    if (!synchronized)
+      for (auto& [device, s] : sole_)
+        if (s.known && !s.ended) cache_->wait_for_stream(device, s.stream);
+  }
+  struct trim_end {
+    bridge& b;
+    ~trim_end() {
+      std::lock_guard lock(b.mutex_);
+      --b.trims_;
+    }
+  } end{*this};
+  return alloc_->trim();
 }
 
 void bridge::capture_begin() { captures_.fetch_add(1); }
@@ -485,7 +501,7 @@ std::size_t bridge::empty_cache(bool device_synchronized) {
   // During a capture PyTorch's allocator keeps its cache too: releasing waits on events.
   if (captures_.load() > 0) return 0;
   release_held(device_synchronized);
-  return alloc_->trim();
+  return trim(device_synchronized);
 }
 
 void bridge::set_memory_fraction(double fraction, int device) {

@@ -92,7 +92,7 @@ struct request {
 };
 
 // What the allocator's owner adds to the reclaim ladder (Note [Reclaim ladder] in
-// reclaim_ladder.hpp). Both are called from the thread whose request failed, with no allocator
+// reclaim_ladder.hpp). All are called from the thread whose request failed, with no allocator
 // lock held; they may free memory of this allocator but must not allocate from it.
 struct reclaim_hooks {
   // Rung 2: gives back blocks the owner holds whose streams finished (waiting for their events);
@@ -101,6 +101,9 @@ struct reclaim_hooks {
   // False while rungs 2 and 3 must not run: a CUDA graph capture (giving device memory back and
   // waiting for events synchronize). Empty: always allowed.
   std::function<bool()> may_reclaim;
+  // Rung 3 where the owner must surround the trim (the torch bridge waits for streams first and
+  // holds frees back while it runs); it calls trim(). Empty: trim() itself.
+  std::function<std::size_t()> trim;
 };
 
 class allocator {

@@ -33,14 +33,13 @@
 // discrete GPU; a unified GPU's node pools also serve CPU memory) that gives nothing back by
 // itself (max_cached 0), a block freed on that stream and used nowhere else goes straight back
 // to the pool, as in PyTorch: its only other taker is that same stream, in order. Before any of
-// that pool's memory may go elsewhere, the bridge waits for the stream once
-// (stream_ordered_cache::wait_for_stream) and from then on frees on the device wait in the cache
-// again: when a second stream allocates on the device, and in its rung of the reclaim ladder and
-// in empty_cache, which come before any trim. The trim runs after the wait, outside the bridge's
-// lock, so a straight free in between could reach a segment it gives back while the stream still
-// uses the block (ROCr frees without waiting for kernels); so once empty_cache or the ladder's
-// rung has come (waited for, or told the device is synchronized), the device keeps the waiting
-// path. Which GPUs are discrete is asked on each one's first allocation, not when the bridge
+// that pool's memory may go elsewhere, the bridge waits for the stream: once when a second
+// stream allocates on the device (from then on, frees wait in the cache again), and before every
+// trim (empty_cache and the reclaim ladder's trim rung, both bridge::trim). A trim gives memory
+// back outside the bridge's lock, so while one runs the sole stream's frees wait in the cache as
+// well: a straight free could reach a segment the trim gives back while the stream still uses
+// the block (ROCr frees without waiting for kernels). After the trim they go straight again.
+// Which GPUs are discrete is asked on each one's first allocation, not when the bridge
 // starts, since asking creates the GPU's memory source (a driver context). A second stream
 // appearing during a graph capture, when waiting is illegal, gets a segment of its own (Note [Own
 // segments] in caching_pool.hpp) until no capture is underway; frees during a capture go through
@@ -246,9 +245,12 @@ class bridge {
   std::int64_t reserved_for_cap(int device) const;
   [[noreturn]] void throw_oom(std::size_t bytes, int device, const std::string& detail);
   void account_allocate(int device, std::size_t reported, std::size_t requested, bool reused);
-  // cache_->release_all under mutex_; the bytes released. Unless `synchronized`, first waits for
-  // every device's sole stream (Note [A device's sole stream]).
+  // cache_->release_all under mutex_; the bytes released.
   std::size_t release_held(bool synchronized);
+  // allocator::trim between a wait for every device's sole stream (unless `synchronized`) and
+  // the trim's end, while frees_at_once sends frees to the cache; nothing during a capture. The
+  // bytes given back.
+  std::size_t trim(bool synchronized);
   // Whether a free of `l` goes straight back to the allocator: host memory, or the block of a
   // device's sole stream used nowhere else, outside captures. mutex_ held.
   bool frees_at_once(const live_block& l) const;
@@ -295,6 +297,7 @@ class bridge {
   };
   // The candidate devices (sole_candidate) that have allocated.
   std::map<int, sole_stream> sole_;
+  int trims_ = 0;  // bridge::trim calls running; guarded by mutex_
   // Per GPU: 0 not asked yet, 1 a candidate, 2 not; empty without events or with max_cached.
   std::vector<std::atomic<signed char>> sole_kinds_;
   std::unordered_map<const void*, std::pair<std::size_t, int>> lent_;  // usable bytes, device
