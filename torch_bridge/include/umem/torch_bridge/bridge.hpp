@@ -252,7 +252,7 @@ class bridge {
   // bytes given back.
   std::size_t trim(bool synchronized);
   // Whether a free of `l` goes straight back to the allocator: host memory, or the block of a
-  // device's sole stream used nowhere else, outside captures. mutex_ held.
+  // device's sole stream used nowhere else, outside captures and trims. mutex_ held.
   bool frees_at_once(const live_block& l) const;
   // Whether `stream` may allocate from `device`'s pool: false when it is a second stream while a
   // capture is underway, or while the sole stream's work cannot be waited for (the event factory
