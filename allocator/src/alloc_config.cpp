@@ -340,10 +340,11 @@ constexpr std::array kRows{
                                  std::string(enum_name(kBools, o.expandable_segments)));
                }},
     option_row{{"thread_cache", "size | 0", "64MiB",
-                "Most freed memory each thread keeps per pool for its own reuse without taking "
-                "the pool's lock (blocks up to 64 MiB); 0 turns thread caches off, which also "
-                "makes peak statistics exact (otherwise they may include what the thread caches "
-                "held)."},
+                "Most freed memory each thread keeps per host pool for its own reuse without "
+                "taking the pool's lock (blocks up to 64 MiB); 0 turns thread caches off, which "
+                "also makes peak statistics exact (otherwise they may include what the thread "
+                "caches held). Pools of a GPU's own memory keep none: blocks held per thread "
+                "made them reserve more at the peak of real training."},
                [](alloc_options& o, std::string_view k, std::string_view v) {
                  o.thread_cache = parse_size(k, v, "64MiB or 0 for none", true);
                },
