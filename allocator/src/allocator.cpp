@@ -133,11 +133,11 @@ struct allocator::impl {
   // measured on allocation traces of real training (transformers GPT-2 and Llama, torchvision
   // ResNet-50, recorded on an H200 by bench/torch_alloc/record_trace.py; docs/benchmarks.md):
   // - no thread caches: PyTorch frees device blocks on its autograd threads too, and blocks held
-  //   unmerged in per-thread bins made the pool grow for memory it already had (0.3-2 % more
+  //   unmerged in per-thread bins made the pool grow for memory it already had (up to 2 % more
   //   reserved at the peak through the torch bridge); the bridge's stream cache is the fast path;
   // - small blocks up to 256 KiB, not 1 MiB: a few blocks of 256 KiB-1 MiB fill a 2 MiB small
   //   segment and strand its tail, and free small segments cannot serve large requests; packed
-  //   into the expandable large segment they reserved 2-5 % less at the peak.
+  //   into the expandable large segment they reserved 3-5 % less at the peak.
   pool_config device_config() const {
     pool_config cfg = config();
     cfg.thread_cache_bytes = 0;

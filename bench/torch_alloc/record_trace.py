@@ -1,5 +1,5 @@
-"""Records the allocation trace of one workload of workloads.py under PyTorch's own allocator, in
-the trace format umem-trace-replay and the CCA replay read (a `# ` JSON metadata line, then
+"""Records the allocation trace of one workload of workloads.py under PyTorch's own allocator (or,
+with --allocator umem, umem's extension, which writes no S/s lines), in the trace format umem-trace-replay and the CCA replay read (a `# ` JSON metadata line, then
 `op,id,size_bytes,stream` lines: a/f a block allocated / its free completed, S/s a segment the
 allocator took from / gave back to the driver), so that a real training run can be replayed
 through umem's pool on a machine without a GPU and through PyTorch's allocator on the GPU.
@@ -72,7 +72,7 @@ def main():
             "cca_num_device_free": stats["num_device_free"],
             "allocator": a.allocator, "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
             "format": "op,id,size_bytes,stream; op a=alloc f=free(completed) S=CCA segment alloc "
-                      "s=CCA segment free; sizes are CCA block sizes (rounded)"}
+                      "s=CCA segment free; sizes are the allocator's block sizes (rounded)"}
     with gzip.open(a.out, "wt") as f:
         f.write("# " + json.dumps(meta) + "\n")
         f.write("\n".join(lines) + "\n")
