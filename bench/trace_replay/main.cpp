@@ -56,6 +56,9 @@ int main(int argc, char** argv) {
                  "pool_config::small_max");
   app.add_option("--small-segment", options.pool.small_segment_size,
                  "pool_config::small_segment_size");
+  app.add_option("--small-grow-max", options.pool.small_grow_max,
+                 "pool_config::small_grow_max: larger small requests never take a new small "
+                 "segment (device pools: 262144)");
   bool no_expandable = false;
   app.add_flag("--no-expandable", no_expandable,
                "pool_config::expandable_segments = false: a new segment per large miss");

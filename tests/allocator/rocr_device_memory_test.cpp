@@ -537,8 +537,9 @@ TEST_F(RocrDeviceMemory, ACachingPoolGrowsOneReservationInsteadOfTakingNewSegmen
 TEST_F(RocrDeviceMemory, AnAllocatorsDevicePoolGrowsItsExpandableSegment) {
   auto a = make("thread_cache:0", discrete_mi300x());
   char* p = static_cast<char*>(a->allocate(3 * MiB, on_device1));  // 4 MiB mapped, 256 GiB reserved
-  // The 1 MiB left after p is large in a device pool (Note [Device pools] in allocator.cpp): q
-  // starts there and the segment grows by the 4 MiB it lacks.
+  // The 1 MiB left after p was split off (a device pool splits off remainders above 256 KiB,
+  // Note [Medium blocks] in caching_pool.hpp): q starts there, the segment grows by the 4 MiB it
+  // lacks.
   char* q = static_cast<char*>(a->allocate(5 * MiB, on_device1));
   char* r = static_cast<char*>(a->allocate(6 * MiB, on_device1));  // grows by 6 MiB
   void* small = a->allocate(MiB / 8, on_device1);  // the small pool: a plain 2 MiB segment

@@ -73,8 +73,8 @@ TEST_F(AllocatorDeviceMemory, DiscreteDeviceMemoryIsCachedAndItsLargeSegmentGrow
   a->deallocate(p);
   void* q = a->allocate(3 * MiB, on_device0);  // reused from the cache
   EXPECT_EQ(test::cuda_double_calls("mem_create "), 2);
-  // q left 1 MiB free, large in a device pool (Note [Device pools] in allocator.cpp): r starts
-  // there and the segment grows by the 2 MiB it lacks.
+  // q left 1 MiB free, split off (a device pool splits off remainders above 256 KiB, Note
+  // [Medium blocks] in caching_pool.hpp): r starts there, the segment grows by the 2 MiB it lacks.
   void* r = a->allocate(3 * MiB, on_device0);
   EXPECT_EQ(static_cast<char*>(r) - static_cast<char*>(q), static_cast<std::ptrdiff_t>(3 * MiB));
   EXPECT_EQ(test::cuda_double_calls("address_reserve "), 1);
@@ -105,6 +105,32 @@ TEST_F(AllocatorDeviceMemory, ABlockFreedOnOneThreadServesAnotherWithoutGrowingT
   EXPECT_EQ(a->memory_stats().at("reserved_bytes.device0.current"),
             static_cast<std::int64_t>(4 * MiB));
   a->deallocate(q);
+}
+
+// Note [Device pools] in allocator.cpp: a block of 256 KiB-1 MiB never takes a new small segment
+// of a GPU's memory, yet shares one that has room with the small blocks after it, as in PyTorch's
+// allocator (its graph test counts a 1 MiB tensor and the graph's few bytes in one segment).
+TEST_F(AllocatorDeviceMemory, AMediumBlockSharesASmallSegmentWithRoomElseFillsTheLargePool) {
+  auto a = make("thread_cache:0");
+  auto count = [&](const char* key) { return a->memory_stats().at(key); };
+  void* first = a->allocate(1 * MiB, on_device0);  // no small segment: the large one
+  EXPECT_EQ(count("segment.small_pool.current"), 0);
+  EXPECT_EQ(count("segment.large_pool.current"), 1);
+  void* second = a->allocate(1 * MiB, on_device0);  // the large segment's other half
+  EXPECT_EQ(static_cast<char*>(second) - static_cast<char*>(first),
+            static_cast<std::ptrdiff_t>(MiB));
+  EXPECT_EQ(count("reserved_bytes.large_pool.current"), static_cast<std::int64_t>(2 * MiB));
+  void* tiny = a->allocate(512, on_device0);  // a small segment
+  void* medium = a->allocate(1 * MiB, on_device0);  // in it, after tiny
+  void* holders[] = {a->allocate(512, on_device0), a->allocate(512, on_device0)};
+  EXPECT_EQ(static_cast<char*>(medium) - static_cast<char*>(tiny), 512);
+  EXPECT_EQ(count("segment.small_pool.current"), 1);
+  EXPECT_EQ(count("reserved_bytes.all.current"), static_cast<std::int64_t>(4 * MiB));
+  for (void* p : {first, second, tiny, medium, holders[0], holders[1]}) a->deallocate(p);
+  // Host pools keep PyTorch's classes whole: 1 MiB takes a small segment there.
+  void* host = a->allocate(1 * MiB);
+  EXPECT_EQ(a->memory_stats().at("segment.small_pool.current"), 2);
+  a->deallocate(host);
 }
 
 // PyTorch's empty_cache gives back the free pages of an expandable segment that keeps live

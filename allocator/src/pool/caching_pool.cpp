@@ -38,6 +38,10 @@ const pool_config& validated(const pool_config& c) {
   multiple(c.small_max, "small_max");
   multiple(c.small_segment_size, "small_segment_size");
   multiple(c.large_segment_rounding, "large_segment_rounding");
+  if (c.small_grow_max > c.small_max || c.small_grow_max % c.alignment != 0)
+    bad("small_grow_max = " + std::to_string(c.small_grow_max) +
+        " must be a multiple of the alignment no larger than small_max (" +
+        std::to_string(c.small_max) + "), or 0");
   if (c.small_segment_size < c.small_max)
     bad("small_segment_size (" + std::to_string(c.small_segment_size) +
         ") is smaller than small_max (" + std::to_string(c.small_max) + ")");
@@ -55,7 +59,7 @@ caching_pool::caching_pool(upstream_source& upstream, node_binding binding, cohe
       config_(validated(config)),
       global_(global),
       small_(config_.alignment),
-      large_(config_.small_max + config_.alignment),  // a remainder above small_max
+      large_(small_grow_max() + config_.alignment),  // Note [Medium blocks]
       threads_(std::make_unique<thread_cache_registry>(
           config_.thread_cache_bytes, config_.small_max,
           [this](std::vector<block*>& blocks) {
@@ -158,6 +162,7 @@ caching_pool::sizing caching_pool::size_request(std::size_t bytes, bool own_segm
   z.rounded = (bytes + align - 1) & ~(align - 1);
   z.pool = z.rounded <= config_.small_max && !own_segment ? size_class::small_pool
                                                           : size_class::large_pool;
+  z.medium = z.pool == size_class::small_pool && z.rounded > small_grow_max();
   z.segment_bytes = config_.small_segment_size;
   if (z.pool == size_class::large_pool) {
     const std::size_t r = config_.large_segment_rounding;
@@ -166,7 +171,7 @@ caching_pool::sizing caching_pool::size_request(std::size_t bytes, bool own_segm
                                               std::to_string(bytes) + "): the size overflows "
                                               "when rounded up to a segment of a multiple of " +
                                               std::to_string(r) + " bytes");
-    z.segment_bytes = (z.rounded + r - 1) / r * r;
+    z.segment_bytes = large_segment_bytes(z.rounded);
   }
   return z;
 }
@@ -240,18 +245,24 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, const siz
                                                     std::size_t headroom,
                                                     std::span<block* const> returned,
                                                     std::string& why) {
-  const size_class c = z.pool;
+  size_class c = z.pool;
+  std::size_t segment_bytes = z.segment_bytes;
   std::lock_guard lock(mutex_);
   const headroom_scope bound(*this, headroom);
   for (block* r : returned) release_cached(r);
+  block* b = list_of(c).best_fit(z.rounded);
+  if (!b && z.medium) {  // Note [Medium blocks]
+    c = size_class::large_pool;
+    segment_bytes = large_segment_bytes(z.rounded);
+    b = large_.best_fit(z.rounded);
+  }
   free_list& list = list_of(c);
-  block* b = list.best_fit(z.rounded);
   if (b) {
     list.take(b, z.rounded);
     ++stats_[counter::cache_hits];
   } else {
     if (c == size_class::large_pool) make_room();
-    b = new_segment_block(z.rounded, z.segment_bytes, c, why);
+    b = new_segment_block(z.rounded, segment_bytes, c, why);
     if (!b) return {};
   }
   try {

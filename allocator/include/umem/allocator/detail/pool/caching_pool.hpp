@@ -9,7 +9,20 @@
 // segment of the request rounded up to large_segment_rounding. The two
 // never share a segment: small, short-lived blocks scattered through big segments would keep
 // those segments from ever becoming fully free, so they could never be trimmed. For the same
-// reason a large block is only split when the remainder is itself large (> small_max).
+// reason a large block is only split when the remainder is itself large (> small_max, or
+// small_grow_max: Note [Medium blocks]).
+//
+// Note [Medium blocks]
+// With pool_config::small_grow_max below small_max (device pools, Note [Device pools] in
+// allocator.cpp), a "medium" request (above small_grow_max, at most small_max) takes the
+// best-fitting free small block if one fits, else the best-fitting free large block, else grows
+// the large pool; it never takes a new small segment. A few medium blocks fill a 2 MiB small
+// segment and strand its tail, which only small requests can use; in the large pool they fill the
+// holes between large blocks instead (so its free blocks are split when the remainder exceeds
+// small_grow_max). Trying the small pool first keeps a medium block with the small ones where
+// they have room, as PyTorch's allocator does (it counts both as small, and its test suite checks
+// that a 1 MiB tensor and the few bytes allocated after it share one segment). A medium block
+// counts in the class that served it.
 //
 // Note [Expandable segments]
 // With pool_config::expandable_segments (the default), the large pool asks the upstream for its
@@ -132,6 +145,9 @@ struct pool_config {
   // blocks of up to 1 MiB, so the two allocators count the same blocks as small).
   std::size_t small_max = std::size_t{1} << 20;
   std::size_t small_segment_size = std::size_t{2} << 20;      // segments of the small pool
+  // Requests above this (and up to small_max) never take a new small segment: a free small block
+  // or else the large pool (Note [Medium blocks]); 0 = small_max.
+  std::size_t small_grow_max = 0;
   std::size_t large_segment_rounding = std::size_t{2} << 20;  // large segments: multiples of this
   std::size_t alignment = 256;       // of every block and of every size (like CUDA's)
   // reserved - allocated kept after a free; 0 = unlimited. Above it the pool returns fully free
@@ -261,6 +277,7 @@ class caching_pool {
     std::size_t rounded = 0;        // to the alignment
     size_class pool = size_class::large_pool;
     std::size_t segment_bytes = 0;  // of a new segment for it
+    bool medium = false;            // small, but large when no free small block fits
   };
   sizing size_request(std::size_t bytes, bool own_segment) const;
   // Releases that were not callers' frees (thread-cached blocks returned to the pool), and the
@@ -272,6 +289,14 @@ class caching_pool {
   };
 
   free_list& list_of(size_class c) { return c == size_class::small_pool ? small_ : large_; }
+  std::size_t small_grow_max() const {
+    return config_.small_grow_max == 0 ? config_.small_max : config_.small_grow_max;
+  }
+  // A new large segment for `rounded` bytes (which the caller checked cannot overflow).
+  std::size_t large_segment_bytes(std::size_t rounded) const {
+    const std::size_t r = config_.large_segment_rounding;
+    return (rounded + r - 1) / r * r;
+  }
   // `returned`: blocks a thread cache gave back (thread_cache::return_big), released first. Out
   // of memory: a null block, `why` says why (Note [Running out]).
   handout allocate_locked(std::size_t bytes, const sizing& z, std::size_t headroom,
