@@ -11,15 +11,17 @@
 // Note [Warm state]
 // Before every run (Google Benchmark's Setup, while no benchmark thread runs) umem's caches are
 // returned to the OS, so no run inherits what another cached. Each thread then warms up untimed
-// in passes (one operation for a single size, the whole sequence for a mix) until a pass causes
-// no page fault in that thread, or faults on at least half of its operations (an allocator that
-// does not keep memory backed, which no warming changes), or max_warm_passes. So caching
-// allocators are measured on their cached path with their memory backed ("on reuse", what the
-// issue's targets are about), not while their cache grows. A fixed pass or two was not enough:
-// with 2 threads umem's pool hands out blocks at new addresses of its cached segments for about
-// 15 passes of the large mix, and with huge pages each first write into a fresh 2 MiB region is
-// a huge-page fault (1-3 ms on the VM this was written on). The passes taken are reported as the
-// counter warm_passes.
+// in passes (one operation for a single size, the whole sequence for a mix) until
+// fault_free_passes passes in a row cause no page fault in that thread, or one faults on at least
+// half of its operations (an allocator that does not keep memory backed, which no warming
+// changes), or max_warm_passes. So caching allocators are measured on their cached path with
+// their memory backed ("on reuse", what the targets are about), not while their cache grows.
+// With 2 threads umem's pool hands out blocks at new addresses of its cached segments for 25-50
+// passes of the large mix (with or without thread caches), with fault-free passes in between,
+// and with huge pages each first write into a fresh 2 MiB region is a huge-page fault (0.3-4 ms
+// on the VM this was written on, while 512 operations take about 0.1 ms): ending at the first
+// fault-free pass left a few faults in the timed loop, and they made its time. The passes taken
+// are reported as the counter warm_passes, the faults left as faults_per_op.
 //
 // Note [Threads]
 // Runs are registered with 1 and 2 threads (this machine has 2 cores). Each thread allocates
@@ -49,7 +51,8 @@ inline constexpr std::size_t cache_line = 64;
 // so frees do not simply undo the last allocation (as they do in the single-size loop).
 inline constexpr std::size_t mix_live_blocks = 8;
 inline constexpr std::size_t mix_length = 512;
-inline constexpr int max_warm_passes = 32;
+inline constexpr int max_warm_passes = 128;
+inline constexpr int fault_free_passes = 3;  // in a row, to end a warm-up (Note [Warm state])
 
 // Minor page faults of the calling thread so far.
 inline long thread_minor_faults() {
@@ -62,11 +65,14 @@ inline long thread_minor_faults() {
 // says. Returns the passes run, or -1 after a failure.
 template <class Pass>
 int warm_up(std::size_t ops, Pass pass) {
+  int clean = 0;
   for (int n = 1; n <= max_warm_passes; ++n) {
     const long before = thread_minor_faults();
     if (!pass()) return -1;
     const auto faults = static_cast<std::size_t>(thread_minor_faults() - before);
-    if (faults == 0 || 2 * faults >= ops) return n;
+    if (2 * faults >= ops) return n;
+    clean = faults == 0 ? clean + 1 : 0;
+    if (clean == fault_free_passes) return n;
   }
   return max_warm_passes;
 }
