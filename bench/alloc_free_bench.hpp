@@ -52,7 +52,7 @@ inline constexpr std::size_t cache_line = 64;
 inline constexpr std::size_t mix_live_blocks = 8;
 inline constexpr std::size_t mix_length = 512;
 inline constexpr int max_warm_passes = 128;
-inline constexpr int fault_free_passes = 3;  // in a row, to end a warm-up (Note [Warm state])
+inline constexpr int fault_free_passes = 8;  // in a row, to end a warm-up (Note [Warm state])
 
 // Minor page faults of the calling thread so far.
 inline long thread_minor_faults() {

@@ -6,10 +6,8 @@
 #include <map>
 #include <thread>
 
-#include "allocator/fake_device_source.hpp"
-#include "allocator/fake_upstream.hpp"
+#include "allocator/two_gpu_allocator.hpp"
 #include "umem/allocator/allocator.hpp"
-#include "umem/allocator/gpu/no_gpu_mapper.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 
@@ -18,43 +16,9 @@ namespace {
 using namespace umem::alloc;
 using umem::coherence;
 using umem::errc;
-using umem::alloc::test::fake_device_source;
-using umem::alloc::test::fake_upstream;
+using umem::alloc::test::two_gpu_allocator;
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
-
-// Two nodes, GPU 0 on node 0 and GPU 1 on node 1; GPU 0 is discrete (a fake device source of
-// `capacity`), GPU 1 unified (the factory answers null for it).
-struct two_gpu_allocator {
-  fake_upstream* host = nullptr;
-  fake_device_source* device0 = nullptr;
-  std::map<int, int> factory_calls;
-  std::unique_ptr<allocator> a;
-
-  explicit two_gpu_allocator(const std::string& conf, std::size_t capacity = 64 * MiB) {
-    umem::topology t;
-    for (int n = 0; n < 2; ++n) t.numa.nodes.push_back({n, {unsigned(n)}, 128ull << 30, {}, n});
-    t.numa.distances = {{10, 32}, {32, 10}};
-    for (std::uint32_t g = 0; g < 2; ++g) {
-      umem::agent gpu;
-      gpu.kind = umem::agent_kind::gpu;
-      gpu.kfd_node = 2 + g;
-      t.agents.push_back(gpu);
-      t.gpu_numa.push_back({2 + g, static_cast<int>(g), "test", "GPU g is on node g"});
-    }
-    auto up = std::make_unique<fake_upstream>(0, 2 * MiB, 4096);
-    host = up.get();
-    a = std::make_unique<allocator>(
-        parse_alloc_conf(conf), t, std::move(up), std::make_unique<no_gpu_mapper>("test: no GPU"),
-        [this, capacity](int device) -> std::unique_ptr<device_memory_source> {
-          ++factory_calls[device];
-          if (device != 0) return nullptr;
-          auto d = std::make_unique<fake_device_source>(capacity);
-          device0 = d.get();
-          return d;
-        });
-  }
-};
 
 request on(const char* where) { return {parse_placement(where), std::nullopt}; }
 

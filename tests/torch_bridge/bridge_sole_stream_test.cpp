@@ -14,18 +14,13 @@
 #include <string>
 #include <thread>
 
-#include "allocator/fake_device_source.hpp"
-#include "allocator/fake_upstream.hpp"
-#include "umem/allocator/allocator.hpp"
-#include "umem/allocator/gpu/no_gpu_mapper.hpp"
+#include "allocator/two_gpu_allocator.hpp"
 #include "umem/allocator/gpu/stream_event.hpp"
 #include "umem/torch_bridge/bridge.hpp"
 
 namespace {
 
 using namespace umem;
-using alloc::test::fake_device_source;
-using alloc::test::fake_upstream;
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 void* const stream_a = reinterpret_cast<void*>(std::uintptr_t{0xA000});
@@ -58,36 +53,17 @@ class logged_event final : public alloc::stream_event {
   bool done_ = true;
 };
 
-// Two nodes; GPU 0 discrete (a fake device source), GPU 1 unified (memory of node 1).
+// GPU 0 discrete, GPU 1 unified (two_gpu_allocator.hpp), behind a bridge whose events log.
 struct two_gpus {
   gpu_log log;
-  int sources_asked = 0;  // calls of the allocator's device-source factory
-  fake_device_source* source = nullptr;  // GPU 0's, once its first allocation made it
+  alloc::test::two_gpu_allocator machine;
   std::unique_ptr<torch_bridge::bridge> b;
-  explicit two_gpus(const std::string& conf = "") {
-    topology t;
-    for (int n = 0; n < 2; ++n) t.numa.nodes.push_back({n, {unsigned(n)}, 128ull << 30, {}, n});
-    t.numa.distances = {{10, 32}, {32, 10}};
-    for (std::uint32_t g = 0; g < 2; ++g) {
-      agent gpu;
-      gpu.kind = agent_kind::gpu;
-      gpu.kfd_node = 2 + g;
-      t.agents.push_back(gpu);
-      t.gpu_numa.push_back({2 + g, static_cast<int>(g), "test", "GPU g is on node g"});
-    }
-    auto a = std::make_unique<alloc::allocator>(
-        alloc::parse_alloc_conf(conf), t, std::make_unique<fake_upstream>(0, 2 * MiB, 4096),
-        std::make_unique<alloc::no_gpu_mapper>("test: no GPU"),
-        [this](int device) -> std::unique_ptr<alloc::device_memory_source> {
-          ++sources_asked;
-          if (device != 0) return nullptr;
-          auto made = std::make_unique<fake_device_source>(std::size_t{1} << 30);
-          source = made.get();
-          return made;
-        });
-    b = std::make_unique<torch_bridge::bridge>(
-        std::move(a), [this](int) { return std::make_unique<logged_event>(log); }, true, "");
-  }
+  explicit two_gpus(const std::string& conf = "")
+      : machine(conf, std::size_t{1} << 30),
+        b(std::make_unique<torch_bridge::bridge>(
+            std::move(machine.a), [this](int) { return std::make_unique<logged_event>(log); },
+            true, "")) {}
+  alloc::test::fake_device_source* source() const { return machine.device0; }
   std::int64_t stat(int device, const std::string& key) const {
     return b->memory_stats(device).at(key);
   }
@@ -170,7 +146,7 @@ TEST(bridge_sole_stream, a_free_during_a_trim_waits_in_the_cache_and_later_ones_
     // Straight to the pool it would wait for that lock: so it must be done within a second.
     bool freed_during_trim = false;
     std::thread other;
-    g.source->on_deallocate = [&] {
+    g.source()->on_deallocate = [&] {
       if (other.joinable()) return;
       std::packaged_task<void()> free_x([&] { g.b->deallocate(x); });
       auto done = free_x.get_future();
@@ -179,7 +155,7 @@ TEST(bridge_sole_stream, a_free_during_a_trim_waits_in_the_cache_and_later_ones_
     };
     g.b->empty_cache(synchronized);
     other.join();
-    g.source->on_deallocate = nullptr;
+    g.source()->on_deallocate = nullptr;
     EXPECT_TRUE(freed_during_trim) << "the free did not wait for the pool";
     EXPECT_EQ(g.held(0), static_cast<std::int64_t>(4 * MiB)) << "it waits for its stream";
     void* y = g.b->allocate(4 * MiB, 0, stream_a);
@@ -192,9 +168,9 @@ TEST(bridge_sole_stream, a_gpu_is_asked_whether_it_is_discrete_on_its_first_allo
   // Asking makes the GPU's memory source: a driver context on every visible GPU if the bridge
   // asked when it starts.
   two_gpus g;
-  EXPECT_EQ(g.sources_asked, 0);
+  EXPECT_EQ(g.machine.sources_asked(), 0);
   g.b->deallocate(g.b->allocate(4 * MiB, 0, stream_a));
-  EXPECT_EQ(g.sources_asked, 1) << "GPU 0 only";
+  EXPECT_EQ(g.machine.sources_asked(), 1) << "GPU 0 only";
   EXPECT_EQ(g.held(0), 0) << "and it is a discrete GPU's sole stream";
 }
 
