@@ -30,7 +30,6 @@ namespace {
 
 using pool_key = std::tuple<int, std::vector<int>, int>;  // bind mode, nodes, coherence
 
-
 constexpr std::size_t device_small_grow_max = std::size_t{256} << 10;  // Note [Device pools]
 
 pool_key key_of(const node_binding& b, coherence kind) {
