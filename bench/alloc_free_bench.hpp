@@ -11,17 +11,19 @@
 // Note [Warm state]
 // Before every run (Google Benchmark's Setup, while no benchmark thread runs) umem's caches are
 // returned to the OS, so no run inherits what another cached. Each thread then warms up untimed
-// in passes (one operation for a single size, the whole sequence for a mix) until
-// fault_free_passes passes in a row cause no page fault in that thread, or one faults on at least
-// half of its operations (an allocator that does not keep memory backed, which no warming
-// changes), or max_warm_passes. So caching allocators are measured on their cached path with
+// in passes (one operation for a single size, the whole sequence for a mix) until, in every
+// thread of the run at once, the last fault_free_passes passes caused no page fault in that
+// thread, or one faulted on at least half of its operations (an allocator that does not keep
+// memory backed, which no warming changes), or max_warm_passes. So caching allocators are measured on their cached path with
 // their memory backed ("on reuse", what the targets are about), not while their cache grows.
 // With 2 threads umem's pool hands out blocks at new addresses of its cached segments for 25-50
 // passes of the large mix (with or without thread caches), with fault-free passes in between,
 // and with huge pages each first write into a fresh 2 MiB region is a huge-page fault (0.3-4 ms
 // on the VM this was written on, while 512 operations take about 0.1 ms): ending at the first
-// fault-free pass left a few faults in the timed loop, and they made its time. The passes taken
-// are reported as the counter warm_passes, the faults left as faults_per_op.
+// fault-free pass left a few faults in the timed loop, and they made its time; so did a thread
+// that ended its own warm-up while the other thread's passes still moved the pool's blocks to
+// new addresses, hence the joint end. The passes taken are reported as the counter warm_passes,
+// the faults left as faults_per_op.
 //
 // Note [Threads]
 // Runs are registered with 1 and 2 threads (this machine has 2 cores). Each thread allocates
@@ -35,24 +37,35 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "bench_method.hpp"
 #include "contenders.hpp"
 #include "size_mix.hpp"
 
 namespace umem::bench {
 
 inline constexpr std::size_t cache_line = 64;
-// Live blocks per thread in the mixes: a free always releases the block allocated 8 steps ago,
-// so frees do not simply undo the last allocation (as they do in the single-size loop).
-inline constexpr std::size_t mix_live_blocks = 8;
-inline constexpr std::size_t mix_length = 512;
-inline constexpr int max_warm_passes = 128;
-inline constexpr int fault_free_passes = 8;  // in a row, to end a warm-up (Note [Warm state])
+
+// The threads of one run warm up together (Note [Warm state]): `ready` counts the threads whose
+// last fault_free_passes passes were all fault-free (or that cannot get there); the first thread
+// to see all of them ready sets `finished`, and every thread stops at its next check.
+struct joint_warm_up_state {
+  std::atomic<int> ready{0};
+  std::atomic<bool> finished{false};
+};
+inline joint_warm_up_state joint_warm_up;
+
+// Called from the Setup of every run, before its threads start.
+inline void reset_joint_warm_up() {
+  joint_warm_up.ready.store(0);
+  joint_warm_up.finished.store(false);
+}
 
 // Minor page faults of the calling thread so far.
 inline long thread_minor_faults() {
@@ -62,19 +75,31 @@ inline long thread_minor_faults() {
 }
 
 // Runs `pass` (`ops` operations; returns false on a failed allocation) as Note [Warm state]
-// says. Returns the passes run, or -1 after a failure.
+// says, jointly with the run's other threads. Returns the passes run, or -1 after a failure.
 template <class Pass>
-int warm_up(std::size_t ops, Pass pass) {
+int warm_up(const benchmark::State& state, std::size_t ops, Pass pass) {
   int clean = 0;
-  for (int n = 1; n <= max_warm_passes; ++n) {
+  bool counted = false;  // this thread is in joint_warm_up.ready
+  auto count = [&](bool in) {
+    if (in != counted) joint_warm_up.ready.fetch_add(in ? 1 : -1);
+    counted = in;
+  };
+  int n = 1;
+  for (; n <= max_warm_passes; ++n) {
     const long before = thread_minor_faults();
-    if (!pass()) return -1;
+    if (!pass()) {
+      count(true);  // never holds the others back
+      return -1;
+    }
     const auto faults = static_cast<std::size_t>(thread_minor_faults() - before);
-    if (2 * faults >= ops) return n;
+    if (2 * faults >= ops) break;  // nothing kept backed: no warming changes it
     clean = faults == 0 ? clean + 1 : 0;
-    if (clean == fault_free_passes) return n;
+    count(clean >= fault_free_passes);
+    if (joint_warm_up.ready.load() == state.threads()) joint_warm_up.finished.store(true);
+    if (joint_warm_up.finished.load()) return n;
   }
-  return max_warm_passes;
+  count(true);
+  return std::min(n, max_warm_passes);
 }
 
 // warm_passes: averaged over the threads; faults_per_op: page faults in the timed loops of all
@@ -95,7 +120,7 @@ inline void touch_first_line(void* p, std::size_t bytes, std::size_t value) {
 
 template <contender C>
 void alloc_free_single(benchmark::State& state, C c, std::size_t bytes) {
-  const int warm_passes = warm_up(1, [&] {
+  const int warm_passes = warm_up(state, 1, [&] {
     void* p = c.allocate(bytes);
     if (p == nullptr) return false;
     touch_first_line(p, bytes, 0);
@@ -138,7 +163,7 @@ void alloc_free_mix(benchmark::State& state, C c, std::span<const std::size_t> s
     touch_first_line(p, bytes, i);
     return true;
   };
-  const int warm_passes = warm_up(sizes.size(), [&] {
+  const int warm_passes = warm_up(state, sizes.size(), [&] {
     for (std::size_t k = 0; k < sizes.size(); ++k)
       if (!step()) return false;
     return true;

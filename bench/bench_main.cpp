@@ -32,6 +32,7 @@ umem::bench::contender_set* contenders = nullptr;
 
 void before_run(const benchmark::State&) {
   if (contenders != nullptr) contenders->trim();
+  umem::bench::reset_joint_warm_up();
 }
 
 struct options {

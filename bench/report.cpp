@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_method.hpp"
 #include "umem/core/detail/text.hpp"
 
 namespace {
@@ -407,13 +408,17 @@ std::string document(const results& r, const std::string& command, const std::st
        "of one thread; time a thread spends blocked on a contended lock is not CPU time, so "
        "the mixes and the contention table also give wall-clock time.\n"
     << "- Before every run umem's caches are trimmed. Each thread then warms up untimed in "
-       "passes (one operation, or the whole mix) until 8 passes in a row cause no page fault, "
-       "or one faults on half of its operations or more (nothing kept backed), or 128 passes "
-       "(Note [Warm state] in bench/alloc_free_bench.hpp): caching allocators are measured on "
-       "their cached path with their memory backed, i.e. on reuse.\n"
-    << "- Mixes: a fixed sequence of 512 sizes, log-uniform (small: 256 B-64 KiB, large: "
-       "64 KiB-256 MiB, all: 256 B-256 MiB); each thread keeps 8 blocks live and frees the "
-       "oldest before each allocation.\n"
+       "passes (one operation, or the whole mix) until "
+    << umem::bench::fault_free_passes
+    << " passes in a row cause no page fault, or one faults on half of its operations or more "
+       "(nothing kept backed), or "
+    << umem::bench::max_warm_passes
+    << " passes (Note [Warm state] in bench/alloc_free_bench.hpp): caching allocators are "
+       "measured on their cached path with their memory backed, i.e. on reuse.\n"
+    << "- Mixes: a fixed sequence of " << umem::bench::mix_length
+    << " sizes, log-uniform (small: 256 B-64 KiB, large: 64 KiB-256 MiB, all: 256 B-256 MiB); "
+       "each thread keeps "
+    << umem::bench::mix_live_blocks << " blocks live and frees the oldest before each allocation.\n"
     << "- jemalloc and mimalloc replace malloc in processes of their own (LD_PRELOAD), so the "
        "glibc numbers come from a process they never touched; each process proves which "
        "allocator serves malloc (lines above).\n"

@@ -1,12 +1,19 @@
 """Real models trained on the GPU with fixed seeds, for comparing allocators: a transformers GPT-2
 and a Llama-architecture model (random init, small) and a torchvision ResNet-50. Run as a script
-it prints one JSON line: the losses, the median step time and PyTorch's peak memory statistics.
+it prints one JSON line: the losses, the median step time, the median calibrated step and
+PyTorch's peak memory statistics.
 
     python3 bench/torch_alloc/workloads.py gpt2 --allocator umem [--compile default|reduce-overhead]
 
 --allocator umem calls umem.torch.enable() (default configuration) before anything touches the
 GPU; torch keeps PyTorch's own allocator (configured by PYTORCH_CUDA_ALLOC_CONF, as always). The model is built on the CPU and moved with .to(),
-as users do. Deterministic algorithms are on, so equal allocators' losses are equal."""
+as users do. Deterministic algorithms are on, so equal allocators' losses are equal.
+
+The lent GPU machine's CPU speed changes between processes and over time by up to 1.9x, while
+allocators differ by a few percent. So after every step the same process times a fixed load of
+the same kind, CALIBRATION_LAUNCHES launches of an out= add that allocates nothing; a step
+divided by the calibration right after it is in units of that process's CPU speed at that
+moment ("calibrated step"), comparable between processes."""
 import argparse
 import json
 import os
@@ -16,6 +23,7 @@ import time
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+CALIBRATION_LAUNCHES = 200
 
 
 def build(name):
@@ -64,7 +72,17 @@ def run(name, allocator, compile_mode, steps):
     batch = {k: v.to("cuda") for k, v in batch.items()}
     optimizer = make_opt(model.parameters())
     step_model = torch.compile(model, mode=compile_mode) if compile_mode else model
-    losses, times = [], []
+    x = torch.ones(256, device="cuda")
+    y = torch.empty_like(x)
+
+    def calibration():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(CALIBRATION_LAUNCHES):
+            torch.add(x, x, out=y)
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+    losses, times, calibrations = [], [], []
     for _ in range(steps):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -75,9 +93,14 @@ def run(name, allocator, compile_mode, steps):
         losses.append(loss.item())
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        calibrations.append(calibration())
     stats = torch.cuda.memory_stats()
+    timed = slice(len(times) // 2, None)
     out = {"workload": name, "allocator": allocator, "compile": compile_mode, "losses": losses,
-           "median_step_ms": 1000 * statistics.median(times[len(times) // 2:]),
+           "median_step_ms": 1000 * statistics.median(times[timed]),
+           "median_calibration_ms": 1000 * statistics.median(calibrations[timed]),
+           "median_calibrated_step": statistics.median(
+               t / c for t, c in zip(times[timed], calibrations[timed])),
            "peak_allocated_bytes": stats.get("allocated_bytes.all.peak"),
            "peak_reserved_bytes": stats.get("reserved_bytes.all.peak"),
            "num_ooms": stats.get("num_ooms")}

@@ -119,6 +119,15 @@ TEST(medium_blocks, an_inconsistent_small_grow_max_is_rejected) {
                      errc::invalid_argument)
                 .find("multiple of the alignment"),
             std::string::npos);
+  // Thread caches class blocks by size, so they cannot serve medium blocks of the large pool.
+  pool_config cached = medium_config();
+  cached.thread_cache_bytes = 1 * MiB;
+  EXPECT_NE(error_of([&] { caching_pool p(up, node0, coherence::fine, cached); },
+                     errc::invalid_argument)
+                .find("needs thread caches off"),
+            std::string::npos);
+  cached.small_grow_max = cached.small_max;  // no medium blocks: thread caches are fine
+  EXPECT_NO_THROW(caching_pool(up, node0, coherence::fine, cached));
 }
 
 }  // namespace

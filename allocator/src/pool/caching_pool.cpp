@@ -42,6 +42,12 @@ const pool_config& validated(const pool_config& c) {
     bad("small_grow_max = " + std::to_string(c.small_grow_max) +
         " must be a multiple of the alignment no larger than small_max (" +
         std::to_string(c.small_max) + "), or 0");
+  // Thread caches count a block as small or large by its size (thread_cache.hpp), which a medium
+  // block in the large pool would break (Note [Medium blocks]).
+  if (c.small_grow_max != 0 && c.small_grow_max < c.small_max && c.thread_cache_bytes != 0)
+    bad("small_grow_max = " + std::to_string(c.small_grow_max) + " below small_max (" +
+        std::to_string(c.small_max) + ") needs thread caches off (thread_cache_bytes = 0, not " +
+        std::to_string(c.thread_cache_bytes) + ")");
   if (c.small_segment_size < c.small_max)
     bad("small_segment_size (" + std::to_string(c.small_segment_size) +
         ") is smaller than small_max (" + std::to_string(c.small_max) + ")");

@@ -167,7 +167,8 @@ class caching_pool {
   // Throws umem::error(invalid_argument) for an inconsistent config: alignment not a power of
   // two; small_max, small_segment_size, large_segment_rounding or (when expandable)
   // expandable_reserve_bytes zero or not a multiple of alignment; small_segment_size <
-  // small_max. `global`, when given, receives every change
+  // small_max; small_grow_max above small_max, not a multiple of alignment, or below small_max
+  // with thread caches on. `global`, when given, receives every change
   // of a current value (Note [Merged peaks] in pool_stats.hpp).
   caching_pool(upstream_source& upstream, node_binding binding, coherence kind,
                pool_config config = {}, global_peak_tracker* global = nullptr);
