@@ -1,49 +1,95 @@
 """Real training with umem against PyTorch's allocator, default and with expandable segments, on
 one GPU in one run: each workload of workloads.py (transformers GPT-2 and Llama, torchvision
-ResNet-50) trains STEPS steps once per allocator, each in a process of its own with the same
-seeds and deterministic algorithms, for ROUNDS rounds, the order of the processes rotating from
-round to round. A second process of PyTorch's default allocator ("control") runs in every round:
-its ratio to the first is what the method reads between two equal processes.
+ResNet-50) trains STEPS steps once per allocator per round, with the same seeds and deterministic
+algorithms, for ROUNDS rounds, the order rotating from round to round. A second trial of PyTorch's
+default allocator ("control") runs in every round: what the method reads between two equal
+trials.
 
-Prints a markdown table: per allocator the median over rounds of each process's median step time
-(second half of the steps) and of its median calibrated step (a step divided by the fixed CPU
-load timed right after it in the same process, workloads.py: the lent machine's CPU speed changes
-between processes), peak reserved bytes, whether the losses are equal, and umem's ratios with the
-targets (step time umem / PyTorch's default <= 1.02, judged on calibrated steps, and only where
-the control reads within the target of 1; peak reserved <= PyTorch's with expandable segments).
-Then each round's calibrated ratios.
+Every trial is a process of its own, forked from this one after it imported torch, transformers
+and torchvision without touching the GPU: the child initializes CUDA and its allocator (umem's
+enable(), or PyTorch's allocator settings) itself, so a trial costs seconds rather than an
+interpreter start, and many rounds fit. The lent GPU machine's CPU speed drifts over time by up
+to 1.9x, so ratios are taken within a round (trials seconds apart) and their median over the
+rounds is what is judged.
 
-    python3 bench/torch_alloc/training.py [--steps 100] [--rounds 3] [--log F]   # on a GPU machine
+Prints a markdown table per workload: the median over rounds of each allocator's step time (the
+median of a trial's second half of steps), the medians of the rounds' ratios umem / PyTorch and
+control / PyTorch (umem's judged against <= 1.02, and only where the control reads within 2 % of
+1), the same for calibrated steps (a step divided by a fixed CPU load timed right after it,
+workloads.py), allocations per step, driver allocations in the timed steps, peak reserved bytes
+(umem's judged against PyTorch's with expandable segments) and whether all losses are equal.
+Then each round's ratios.
+
+    python3 bench/torch_alloc/training.py [--steps 60] [--rounds 8] [--log F]   # on a GPU machine
     python3 bench/torch_alloc/training.py --from-log F   # the table of a run cut short
 
 umem is found like the GPU tests find it (UMEM_TORCH_LIBRARY, python/ on sys.path)."""
 import argparse
 import json
 import os
+import signal
 import statistics
-import subprocess
 import sys
+import traceback
 
+# Set before torch is imported: torch.cuda.is_available() then asks NVML and leaves CUDA
+# uninitialized, which the forked trials need.
+os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import workloads  # noqa: E402
+
 WORKLOADS = ("gpt2", "llama", "resnet50")
-# name: (workloads.py --allocator, PYTORCH_CUDA_ALLOC_CONF or None)
+# name: (workloads.run allocator, PyTorch allocator settings or None)
 ALLOCATORS = {"torch": ("torch", None), "torch-expandable": ("torch", "expandable_segments:True"),
               "umem": ("umem", None), "control": ("torch", None)}
 STEP_TARGET = 1.02
+TRIAL_TIMEOUT_S = 600
+
+
+def preload():
+    """What every trial imports, imported once here; none of it touches the GPU."""
+    import torch
+    import torchvision  # noqa: F401
+    import transformers  # noqa: F401
+    from transformers import GPT2LMHeadModel, LlamaForCausalLM  # noqa: F401
+    import umem.torch  # noqa: F401
+    if torch.cuda.is_initialized():
+        sys.exit("training.py: importing the workloads initialized CUDA; trials cannot be forked")
+
+
+def child(workload, allocator, steps):
+    import torch
+    which, settings = ALLOCATORS[allocator]
+    if settings:
+        torch.cuda.memory._set_allocator_settings(settings)
+    return workloads.run(workload, which, None, steps)
 
 
 def train(workload, allocator, steps):
-    which, conf = ALLOCATORS[allocator]
-    env = dict(os.environ)
-    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-    if conf:
-        env["PYTORCH_CUDA_ALLOC_CONF"] = conf
-    cmd = [sys.executable, os.path.join(HERE, "workloads.py"), workload, "--allocator", which,
-           "--steps", str(steps)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
-    if r.returncode != 0:
-        sys.exit(f"{allocator} {workload} failed:\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    """One trial in a forked child: its workloads.run result."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        signal.alarm(TRIAL_TIMEOUT_S)
+        try:
+            out = {"ok": child(workload, allocator, steps)}
+        except BaseException:  # noqa: B036 (reported to the parent, whatever it was)
+            out = {"error": traceback.format_exc()}
+        with os.fdopen(write_end, "w") as f:
+            f.write(json.dumps(out))
+        os._exit(0)  # no atexit handlers of the parent's interpreter
+    os.close(write_end)
+    with os.fdopen(read_end) as f:
+        text = f.read()
+    _, status = os.waitpid(pid, 0)
+    if not text:
+        sys.exit(f"{allocator} {workload}: the trial died (wait status {status})")
+    out = json.loads(text)
+    if "error" in out:
+        sys.exit(f"{allocator} {workload} failed:\n{out['error']}")
+    return out["ok"]
 
 
 def judged(ratio, control):
@@ -52,12 +98,59 @@ def judged(ratio, control):
     return "ok" if ratio <= STEP_TARGET else "MISSED"
 
 
+def round_ratios(runs, w, al, key):
+    return [x[key] / y[key] for x, y in zip(runs[(w, al)], runs[(w, "torch")])]
+
+
+def report(runs, workloads_run, steps, rounds):
+    print("| workload | PyTorch step (ms) | PyTorch expandable step (ms) | umem step (ms) | "
+          f"umem / PyTorch step (<= {STEP_TARGET}) | control / PyTorch step | "
+          "umem / PyTorch calibrated step | control / PyTorch calibrated step | "
+          "allocations per step | driver allocations in the timed steps, PyTorch / umem | "
+          "PyTorch peak reserved (MB) | PyTorch expandable peak reserved (MB) | "
+          "umem peak reserved (MB) | umem / expandable reserved (<= 1) | losses equal |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    timed = steps - steps // 2
+    for w in workloads_run:
+        step = {al: statistics.median(x["median_step_ms"] for x in runs[(w, al)])
+                for al in ALLOCATORS}
+        ratio = {al: statistics.median(round_ratios(runs, w, al, "median_step_ms"))
+                 for al in ("umem", "control")}
+        calibrated = {al: statistics.median(round_ratios(runs, w, al, "median_calibrated_step"))
+                      for al in ("umem", "control")}
+        reserved = {al: max(x["peak_reserved_bytes"] for x in runs[(w, al)]) for al in ALLOCATORS}
+        losses = {tuple(x["losses"]) for al in ALLOCATORS for x in runs[(w, al)]}
+        first = {al: runs[(w, al)][0] for al in ALLOCATORS}
+        allocations = first["torch"].get("timed.allocation.all.allocated")
+        driver = " / ".join(str(first[al].get("timed.segment.all.allocated", "-"))
+                            for al in ("torch", "umem"))
+        reserved_ratio = reserved["umem"] / reserved["torch-expandable"]
+        print(f"| {w} | {step['torch']:.2f} | {step['torch-expandable']:.2f} | "
+              f"{step['umem']:.2f} | "
+              f"{ratio['umem']:.3f} {judged(ratio['umem'], ratio['control'])} | "
+              f"{ratio['control']:.3f} | {calibrated['umem']:.3f} | {calibrated['control']:.3f} | "
+              f"{f'{allocations / timed:.0f}' if allocations is not None else '-'} | {driver} | "
+              f"{reserved['torch'] / 1e6:.0f} | {reserved['torch-expandable'] / 1e6:.0f} | "
+              f"{reserved['umem'] / 1e6:.0f} | "
+              f"{reserved_ratio:.3f} {'ok' if reserved_ratio <= 1 else 'MISSED'} | "
+              f"{'yes' if len(losses) == 1 else 'NO'} |")
+    print(f"\nsteps {steps} (median of the last {timed}), rounds {rounds}; umem params in umem "
+          "memory: " + ", ".join(f"{w} {runs[(w, 'umem')][0].get('umem_params_on_umem')}/"
+                                 f"{runs[(w, 'umem')][0].get('params')}" for w in workloads_run))
+    for w in workloads_run:
+        per_round = zip(*(round_ratios(runs, w, al, "median_step_ms")
+                          for al in ("umem", "control", "torch-expandable")))
+        print(f"{w} per round, umem / PyTorch, control / PyTorch, expandable / PyTorch: " +
+              "; ".join(" ".join(f"{r:.3f}" for r in rs) for rs in per_round))
+    sys.stdout.flush()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
-    p.add_argument("--log", help="append each process's JSON line to this file as it ends")
+    p.add_argument("--log", help="append each trial's JSON line to this file as it ends")
     p.add_argument("--from-log", help="print the table of a --log file's complete rounds (of a "
                    "run cut short) instead of training")
     a = p.parse_args()
@@ -69,12 +162,15 @@ def main():
                 runs.setdefault((x["workload"], x["name"]), []).append(x)
         a.workloads = [w for w in a.workloads if all(runs.get((w, al)) for al in ALLOCATORS)]
         if not a.workloads:
-            sys.exit(f"{a.from_log}: no workload has a process of every allocator")
+            sys.exit(f"{a.from_log}: no workload has a trial of every allocator")
         a.rounds = min(len(runs[(w, al)]) for w in a.workloads for al in ALLOCATORS)
         a.steps = len(runs[(a.workloads[0], "torch")][0]["losses"])
-        runs = {k: v[:a.rounds] for k, v in runs.items()}
+        report({k: v[:a.rounds] for k, v in runs.items()}, a.workloads, a.steps, a.rounds)
+        return
+    os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # each trial sets its own
+    preload()
     names = list(ALLOCATORS)
-    for r in range(0 if a.from_log else a.rounds):
+    for r in range(a.rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         for w in a.workloads:
             for al in order:
@@ -82,46 +178,7 @@ def main():
                 if a.log:
                     with open(a.log, "a") as f:
                         f.write(json.dumps(dict(runs[(w, al)][-1], round=r, name=al)) + "\n")
-
-    def median(w, al, key):
-        return statistics.median(x[key] for x in runs[(w, al)])
-
-    def ratio(w, al, i=None):
-        pick = (lambda x: [x[i]]) if i is not None else (lambda x: x)
-        mine = statistics.median(x["median_calibrated_step"] for x in pick(runs[(w, al)]))
-        base = statistics.median(x["median_calibrated_step"] for x in pick(runs[(w, "torch")]))
-        return mine / base
-    print("| workload | PyTorch step (ms) | PyTorch expandable step (ms) | umem step (ms) | "
-          "umem / PyTorch step | control / PyTorch step | "
-          f"umem / PyTorch calibrated step (<= {STEP_TARGET}) | "
-          "control / PyTorch calibrated step | "
-          "PyTorch peak reserved (MB) | PyTorch expandable peak reserved (MB) | "
-          "umem peak reserved (MB) | umem / expandable reserved (<= 1) | losses equal |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for w in a.workloads:
-        step = {al: median(w, al, "median_step_ms") for al in ALLOCATORS}
-        reserved = {al: max(x["peak_reserved_bytes"] for x in runs[(w, al)]) for al in ALLOCATORS}
-        losses = {tuple(x["losses"]) for al in ALLOCATORS for x in runs[(w, al)]}
-        calibrated, control = ratio(w, "umem"), ratio(w, "control")
-        reserved_ratio = reserved["umem"] / reserved["torch-expandable"]
-        print(f"| {w} | {step['torch']:.2f} | {step['torch-expandable']:.2f} | {step['umem']:.2f} | "
-              f"{step['umem'] / step['torch']:.3f} | {step['control'] / step['torch']:.3f} | "
-              f"{calibrated:.3f} {judged(calibrated, control)} | {control:.3f} | "
-              f"{reserved['torch'] / 1e6:.0f} | {reserved['torch-expandable'] / 1e6:.0f} | "
-              f"{reserved['umem'] / 1e6:.0f} | "
-              f"{reserved_ratio:.3f} {'ok' if reserved_ratio <= 1 else 'MISSED'} | "
-              f"{'yes' if len(losses) == 1 else 'NO'} |")
-    print(f"\nsteps {a.steps} (median of the last {a.steps - a.steps // 2}), rounds {a.rounds}; "
-          "umem params in umem memory: " +
-          ", ".join(f"{w} {runs[(w, 'umem')][0].get('umem_params_on_umem')}/"
-                    f"{runs[(w, 'umem')][0].get('params')}" for w in a.workloads))
-    print("calibrated ratios per round (umem / PyTorch, control / PyTorch, "
-          "expandable / PyTorch): " +
-          "; ".join(f"{w} " + ", ".join(
-              f"{ratio(w, 'umem', i):.3f} {ratio(w, 'control', i):.3f} "
-              f"{ratio(w, 'torch-expandable', i):.3f}" for i in range(a.rounds))
-              for w in a.workloads))
-    sys.stdout.flush()
+    report(runs, a.workloads, a.steps, a.rounds)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import time
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 CALIBRATION_LAUNCHES = 200
+COUNTED = ("allocation.all.allocated", "segment.all.allocated", "segment.all.freed",
+           "num_device_alloc", "num_device_free", "num_alloc_retries")
 
 
 def build(name):
@@ -83,7 +85,10 @@ def run(name, allocator, compile_mode, steps):
         torch.cuda.synchronize()
         return time.perf_counter() - t0
     losses, times, calibrations = [], [], []
-    for _ in range(steps):
+    before = {}
+    for i in range(steps):
+        if i == steps // 2:
+            before = torch.cuda.memory_stats()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
@@ -104,6 +109,10 @@ def run(name, allocator, compile_mode, steps):
            "peak_allocated_bytes": stats.get("allocated_bytes.all.peak"),
            "peak_reserved_bytes": stats.get("reserved_bytes.all.peak"),
            "num_ooms": stats.get("num_ooms")}
+    # What the timed steps asked of the allocator and it of the driver (None: not counted).
+    for key in COUNTED:
+        if key in stats and key in before:
+            out["timed." + key] = stats[key] - before[key]
     if allocator == "umem":
         import umem.torch as ut
         out["umem_mode"] = ut.mode()
