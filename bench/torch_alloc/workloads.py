@@ -1,6 +1,6 @@
 """Real models trained on the GPU with fixed seeds, for comparing allocators: a transformers GPT-2
 and a Llama-architecture model (random init, small) and a torchvision ResNet-50. Run as a script
-it prints one JSON line: the losses, the median step time, the median calibrated step and
+it prints one JSON line: the losses, the median step time, the median calibration (below) and
 PyTorch's peak memory statistics.
 
     python3 bench/torch_alloc/workloads.py gpt2 --allocator umem [--compile default|reduce-overhead]
@@ -9,11 +9,10 @@ PyTorch's peak memory statistics.
 GPU; torch keeps PyTorch's own allocator (configured by PYTORCH_CUDA_ALLOC_CONF, as always). The model is built on the CPU and moved with .to(),
 as users do. Deterministic algorithms are on, so equal allocators' losses are equal.
 
-The lent GPU machine's CPU speed changes between processes and over time by up to 1.9x, while
-allocators differ by a few percent. So after every step the same process times a fixed load of
-the same kind, CALIBRATION_LAUNCHES launches of an out= add that allocates nothing; a step
-divided by the calibration right after it is in units of that process's CPU speed at that
-moment ("calibrated step"), comparable between processes."""
+The lent GPU machine runs a process either at full CPU speed or 1.4-1.6 times slower, while
+allocators differ by a few percent. So after every step the process times a fixed load of the
+same kind, CALIBRATION_LAUNCHES launches of an out= add that allocates nothing, and reports its
+median: what speed the process ran at (training.py keeps the trials at full speed)."""
 import argparse
 import json
 import os
@@ -104,8 +103,6 @@ def run(name, allocator, compile_mode, steps):
     out = {"workload": name, "allocator": allocator, "compile": compile_mode, "losses": losses,
            "median_step_ms": 1000 * statistics.median(times[timed]),
            "median_calibration_ms": 1000 * statistics.median(calibrations[timed]),
-           "median_calibrated_step": statistics.median(
-               t / c for t, c in zip(times[timed], calibrations[timed])),
            "peak_allocated_bytes": stats.get("allocated_bytes.all.peak"),
            "peak_reserved_bytes": stats.get("reserved_bytes.all.peak"),
            "num_ooms": stats.get("num_ooms")}
