@@ -20,6 +20,13 @@
 // this machine, so the snapshot the double serves is a copy whose GPU sits at the first PCI device
 // here that has local_cpus (any will do: the double serves memory, not a device).
 //
+// Note [Cold calls]
+// In training, PyTorch's kernel launches and the Python interpreter run between two allocator
+// calls and evict what the allocator touched from the CPU caches; timed back to back, the calls
+// find their tables warm. --touch-between N writes one byte per cache line of an N-byte buffer
+// before every call (untimed), so that the calls run as cold as in training and what each
+// table costs shows.
+//
 // Note [Attributing growth]
 // Whether a call made the device's reservation grow is read from umem_torch_get_device_stats after
 // each slow call only (reading it after every call would disturb what is timed): the growth since
@@ -103,7 +110,8 @@ std::uint32_t percentile(const std::vector<std::uint32_t>& sorted, double q) {
 }
 
 // One pass over `t`'s alloc/free events; what it leaves live is freed (untimed) at the end.
-pass_result replay_pass(const tr::trace& t, int device, std::uint32_t slow_ns, bool check_growth) {
+pass_result replay_pass(const tr::trace& t, int device, std::uint32_t slow_ns, bool check_growth,
+                        std::vector<unsigned char>& touched) {
   pass_result out;
   std::vector<void*> live(t.allocs, nullptr);
   out.alloc.ns.reserve(t.allocs);
@@ -115,6 +123,7 @@ pass_result replay_pass(const tr::trace& t, int device, std::uint32_t slow_ns, b
     if (!is_alloc && e.op != tr::op_kind::free) continue;
     void*& p = live[static_cast<std::size_t>(e.id)];
     umem_status s = UMEM_OK;
+    for (std::size_t i = 0; i < touched.size(); i += 64) ++touched[i];  // Note [Cold calls]
     const auto t0 = clock_type::now();
     if (is_alloc)
       s = umem_torch_alloc(e.size, device, nullptr, &p);
@@ -214,6 +223,7 @@ int main(int argc, char** argv) {
   std::string cuda_double;
   std::string snapshot;
   bool no_growth_check = false;
+  std::size_t touch_between = 0;
   app.add_option("--trace", paths, "trace files (.csv or .csv.gz), e.g. shared/reference/traces/*")
       ->required();
   app.add_option("--passes", passes, "passes over each trace without emptying (the last is reported)")
@@ -231,8 +241,11 @@ int main(int argc, char** argv) {
                  "the machine the double serves (with --cuda-double; default: the tests' H200)");
   app.add_flag("--no-growth-check", no_growth_check,
                "do not read the statistics after slow calls (Note [Attributing growth])");
+  app.add_option("--touch-between", touch_between,
+                 "bytes of other memory written before every call, untimed (Note [Cold calls])");
   CLI11_PARSE(app, argc, argv);
   const bool check_growth = !no_growth_check;
+  std::vector<unsigned char> touched(touch_between);
   const std::filesystem::path served =
       std::filesystem::temp_directory_path() /
       ("umem-torch-bridge-bench-" + std::to_string(getpid()) + ".json");
@@ -266,7 +279,8 @@ int main(int argc, char** argv) {
     std::vector<std::pair<std::string, pass_result>> results;
     for (const tr::trace& t : traces) {
       pass_result last;
-      for (int pass = 1; pass <= passes; ++pass) last = replay_pass(t, device, slow_ns, check_growth);
+      for (int pass = 1; pass <= passes; ++pass)
+        last = replay_pass(t, device, slow_ns, check_growth, touched);
       results.emplace_back(base_name(t.source), std::move(last));
     }
     std::printf("Pass %d of %d, each call timed alone (ns), slow: above %u ns\n\n", passes, passes,
