@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ clang pkg-config libclang-rt-14-dev
-  libhwloc-dev hwloc libnuma-dev numactl libspdlog-dev nlohmann-json3-dev libcli11-dev libabsl-dev
+  libhwloc-dev hwloc libnuma-dev numactl libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev libmimalloc-dev libhsa-runtime-dev
   zlib1g-dev librsvg2-bin
   qemu-system-x86 busybox-static cpio xz-utils

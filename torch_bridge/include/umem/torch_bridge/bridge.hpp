@@ -46,8 +46,6 @@
 // the cache as before.
 #pragma once
 
-#include <absl/container/flat_hash_map.h>
-
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -286,13 +284,8 @@ class bridge {
   std::map<int, usage> usage_;   // by device; -1 for host allocations
   usage total_;                  // every device and the host together (peaks of the sum)
   // One entry per block PyTorch holds, reserved for live_reserve blocks at start so that the first
-  // thousands of mallocs do not rehash it (a rehash moves every entry under the lock). Open
-  // addressing: an insert allocates nothing and a lookup reads one group of control bytes and a
-  // slot, where std::unordered_map allocated a node per block; between PyTorch's kernel launches
-  // the table is cold, and replaying a ResNet-50 trace through the bridge with 1 MiB of other
-  // memory touched between calls, a malloc took 641-671 ns against 751-932 and a free 260-271
-  // against 311-350 (bench/torch_bridge, on the CUDA double).
-  using live_map = absl::flat_hash_map<const void*, live_block>;
+  // thousands of mallocs do not rehash it (a rehash moves every entry under the lock).
+  using live_map = std::unordered_map<const void*, live_block>;
   static constexpr std::size_t live_reserve = 8192;
   live_map live_;
   // Records `p` as live; mutex_ held.
