@@ -14,8 +14,9 @@
 // in passes (one operation for a single size, the whole sequence for a mix) until, in every
 // thread of the run at once, the last fault_free_passes passes caused no page fault in that
 // thread, or one faulted on at least half of its operations (an allocator that does not keep
-// memory backed, which no warming changes), or max_warm_passes. So caching allocators are measured on their cached path with
-// their memory backed ("on reuse", what the targets are about), not while their cache grows.
+// memory backed, which no warming changes), or max_warm_passes. So caching allocators are
+// measured on their cached path with their memory backed ("on reuse", what the targets are
+// about), not while their cache grows.
 // With 2 threads umem's pool hands out blocks at new addresses of its cached segments for 25-50
 // passes of the large mix (with or without thread caches), with fault-free passes in between,
 // and with huge pages each first write into a fresh 2 MiB region is a huge-page fault (0.3-4 ms
