@@ -389,6 +389,9 @@ void* allocator::impl::allocate_slow(allocator& a, std::size_t bytes, const requ
 void* allocator::allocate_from(caching_pool& home, const resolved_placement* resolved,
                                coherence kind, std::size_t bytes, const request& r) {
   auto headroom = [&r] { return r.headroom ? r.headroom() : caching_pool::unbounded; };
+  // The first attempt before the rungs exist: most requests end here.
+  attempt_result first = home.try_allocate(bytes, headroom(), r.own_segment);
+  if (first.p) return first.p;
   reclaim_rungs rungs;
   rungs.attempt = [&] { return home.try_allocate(bytes, headroom(), r.own_segment); };
   rungs.thread_caches = [this] { return impl_->flush_thread_caches(); };
@@ -415,7 +418,7 @@ void* allocator::allocate_from(caching_pool& home, const resolved_placement* res
                            " failed too"};
     };
   reclaim_report own;
-  const attempt_result a = climb(rungs, r.report ? *r.report : own);
+  const attempt_result a = climb_after(std::move(first), rungs, r.report ? *r.report : own);
   if (a.p) return a.p;
   home.throw_out_of_memory(
       bytes, a.why, resolved ? "" : "discrete GPU memory (never spilled to host memory): ");

@@ -88,6 +88,24 @@ TEST(reclaim_ladder, spills_last_and_says_what_it_tried) {
   EXPECT_EQ(spilled.served_by, rung::spill);
 }
 
+TEST(reclaim_ladder, climb_after_starts_at_the_rungs_and_keeps_the_first_reason) {
+  logged_rungs l;
+  l.trim_bytes = 3;
+  reclaim_report report;
+  const attempt_result a = climb_after({nullptr, "the first try failed"}, l.make(), report);
+  EXPECT_EQ(a.p, nullptr);
+  EXPECT_EQ(l.log, (std::vector<std::string>{"thread_caches", "stream_blocks", "trim", "retried",
+                                             "attempt", "spill"}));
+  EXPECT_EQ(a.why, "no memory; even after giving back trim (3 bytes) and retrying; "
+                   "spilling failed too");
+  l.log.clear();
+  l.trim_bytes = 0;
+  const attempt_result b = climb_after({nullptr, "the first try failed"}, l.make(), report);
+  EXPECT_EQ(b.why, "the first try failed; nothing could be given back to retry; "
+                   "spilling failed too");
+  EXPECT_EQ(report.retries, 1);
+}
+
 TEST(reclaim_ladder, a_first_try_that_succeeds_climbs_nothing) {
   logged_rungs l;
   l.succeed_after = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <span>
 #include <tuple>
 
 #include "umem/allocator/gpu/live_machine.hpp"
@@ -78,6 +79,8 @@ std::string format_size(std::uint64_t bytes) {
   return buf;
 }
 
+std::uintptr_t key_of(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
 bool bound_to(const alloc::node_binding& b, int node) {
   return b.mode == alloc::bind_mode::bind && b.nodes.size() == 1 && b.nodes.front() == node;
 }
@@ -112,14 +115,14 @@ bridge::bridge(std::unique_ptr<alloc::allocator> a, event_factory events,
   attach(std::move(events));
 }
 
-void bridge::remember(void* p, const live_block& l) {
-  const std::size_t buckets = live_.bucket_count();
-  live_.emplace(p, l);
-  this_call.live_rehash = live_.bucket_count() != buckets;
+void bridge::remember(void* p, live_block l) {
+  static_assert(sizeof(live_block) == 32, "two live blocks per cache line (bridge.hpp)");
+  const std::size_t slots = live_.capacity();
+  live_.insert(key_of(p), std::move(l));
+  this_call.live_rehash = live_.capacity() != slots;
 }
 
 void bridge::attach(event_factory events) {
-  live_.reserve(live_reserve);
   // Which GPUs are discrete is asked on each one's first allocation (sole_candidate): asking
   // creates the device's memory source, a driver context on every visible GPU if done here.
   if (events && alloc_->options().max_cached == 0)
@@ -314,7 +317,7 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
       if (const auto reused = cache_->reuse(reported, device, stream)) {
         this_call.stream_cache = true;
         account_allocate(device, reported, bytes, true);
-        remember(reused->p, live_block{bytes, reported, device, stream, {}});
+        remember(reused->p, live_block{bytes, stream, nullptr, device});
         return reused->p;
       }
     if (captures_.load() == 0 && !cache_->empty()) {
@@ -332,7 +335,7 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
   std::lock_guard lock(mutex_);
   ++this_call.locks;
   account_allocate(device, reported, bytes, false);
-  remember(p, live_block{bytes, reported, device, stream, {}});
+  remember(p, live_block{bytes, stream, nullptr, device});
   return p;
 }
 
@@ -341,19 +344,19 @@ void bridge::deallocate(void* p) {
   this_call = {};
   std::unique_lock lock(mutex_);
   ++this_call.locks;
-  auto it = live_.find(p);
-  if (it == live_.end())
+  std::optional<live_block> taken = live_.take(key_of(p));
+  if (!taken)
     throw_error(errc::not_found, "umem torch bridge: free of a pointer that is not a live allocation");
-  const live_block l = std::move(it->second);
-  live_.erase(it);
-  const std::size_t cls = class_of(l.reported);
+  const live_block l = std::move(*taken);
+  const std::size_t reported = pytorch_size(l.requested);
+  const std::size_t cls = class_of(reported);
   for (usage* u : {&usage_[l.device], &total_}) {
-    sub(u->allocated, cls, static_cast<std::int64_t>(l.reported));
+    sub(u->allocated, cls, static_cast<std::int64_t>(reported));
     sub(u->requested, cls, static_cast<std::int64_t>(l.requested));
     sub(u->allocation, cls, 1);
     // A block used on its own stream only is free for that stream at once, as in PyTorch.
-    if (l.uses.empty()) {
-      sub(u->active_bytes, cls, static_cast<std::int64_t>(l.reported));
+    if (!l.shared()) {
+      sub(u->active_bytes, cls, static_cast<std::int64_t>(reported));
       sub(u->active, cls, 1);
     }
   }
@@ -362,24 +365,27 @@ void bridge::deallocate(void* p) {
     alloc_->deallocate(p);
     return;
   }
-  cache_->deallocate(held_block{p, l.reported, l.device}, l.stream, l.uses, captures_.load() > 0);
+  cache_->deallocate(held_block{p, reported, l.device}, l.stream,
+                     l.uses ? std::span<void* const>(*l.uses) : std::span<void* const>(),
+                     captures_.load() > 0);
 }
 
 void bridge::record_stream(void* p, void* stream) {
   std::lock_guard lock(mutex_);
-  auto it = live_.find(p);
-  if (it == live_.end())
+  live_block* found = live_.find(key_of(p));
+  if (!found)
     throw_error(errc::invalid_argument,
                 "umem torch bridge: record_stream of a pointer that is not a live allocation");
-  live_block& l = it->second;
-  if (stream == l.stream || std::find(l.uses.begin(), l.uses.end(), stream) != l.uses.end())
-    return;  // the allocation stream needs no event: its order already covers the use
-  l.uses.push_back(stream);
+  live_block& l = *found;
+  if (stream == l.stream) return;  // its order already covers the use: no event needed
+  if (!l.uses) l.uses = std::make_unique<std::vector<void*>>();
+  if (std::find(l.uses->begin(), l.uses->end(), stream) == l.uses->end())
+    l.uses->push_back(stream);
 }
 
 bool bridge::owns(const void* p) const {
   std::lock_guard lock(mutex_);
-  return live_.count(p) != 0;
+  return live_.contains(key_of(p));
 }
 
 void* bridge::allocate_host(std::size_t bytes, int node) {
@@ -390,7 +396,7 @@ void* bridge::allocate_host(std::size_t bytes, int node) {
   void* p = allocate_capped(reported, r, -1);
   std::lock_guard lock(mutex_);
   account_allocate(-1, reported, bytes, false);
-  remember(p, live_block{bytes, reported, -1, nullptr, {}});
+  remember(p, live_block{bytes, nullptr, nullptr, -1});
   return p;
 }
 
@@ -436,7 +442,7 @@ void bridge::set_external_reserved(int device, std::uint64_t bytes) {
 
 bool bridge::frees_at_once(const live_block& l) const {
   if (l.device < 0) return true;  // host memory has no streams
-  if (!l.uses.empty() || captures_.load() > 0 || trims_ > 0) return false;
+  if (l.shared() || captures_.load() > 0 || trims_ > 0) return false;
   const auto it = sole_.find(l.device);
   return it != sole_.end() && it->second.known && !it->second.ended &&
          it->second.stream == l.stream;
@@ -697,10 +703,9 @@ std::vector<segment_view> bridge::segments(int device) const {
         block_view bv{b.size, 0, false, false};
         // A block umem handed out but PyTorch freed waits for its streams: free for PyTorch.
         if (b.allocated)
-          if (auto it = live_.find(reinterpret_cast<const void*>(s.base + b.offset));
-              it != live_.end()) {
+          if (const live_block* l = live_.find(s.base + b.offset)) {
             bv.allocated = bv.active = true;
-            bv.requested = it->second.requested;
+            bv.requested = l->requested;
           }
         v.blocks.push_back(bv);
       }

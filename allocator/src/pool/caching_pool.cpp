@@ -76,8 +76,9 @@ caching_pool::caching_pool(upstream_source& upstream, node_binding binding, cohe
 
 caching_pool::~caching_pool() {
   threads_.reset();
-  const auto held = std::count_if(live_.begin(), live_.end(), [](const auto& kv) {
-    return ticket::state_of(kv.second.b->ticket.load(std::memory_order_relaxed)) == ticket::live;
+  std::size_t held = 0;
+  live_.for_each([&](std::uintptr_t, const live_block& l) {
+    held += ticket::state_of(l.b->ticket.load(std::memory_order_relaxed)) == ticket::live;
   });
   if (held != 0)
     log().warn("umem pool {}: destroyed with {} blocks still allocated; their memory is returned "
@@ -202,18 +203,23 @@ class caching_pool::headroom_scope {
 void* caching_pool::climb_alone(std::size_t bytes, std::size_t headroom, bool own_segment) {
   // Note [Headroom]: the bound is the reserved bytes when the call starts plus the headroom, so
   // what a rung gives back widens what the retry may add.
-  const std::size_t start = reserved_now();
+  // Without a bound no reserved_now() (a lock) is needed.
+  const std::size_t start = headroom == unbounded ? 0 : reserved_now();
   const std::size_t cap = headroom > unbounded - start ? unbounded : start + headroom;
-  reclaim_rungs rungs;
-  rungs.attempt = [&] {
+  auto attempt = [&] {
     const std::size_t room = cap == unbounded ? unbounded : cap - std::min(cap, reserved_now());
     return try_allocate(bytes, room, own_segment);
   };
+  // The first attempt before the rungs exist: most requests end here.
+  attempt_result first = attempt();
+  if (first.p) return first.p;
+  reclaim_rungs rungs;
+  rungs.attempt = attempt;
   rungs.thread_caches = [this] { return flush_thread_caches(); };
   rungs.trim = [this] { return trim(); };
   rungs.retried = [this] { count_retry(); };
   reclaim_report report;
-  attempt_result a = climb(rungs, report);
+  attempt_result a = climb_after(std::move(first), rungs, report);
   if (!a.p) throw_out_of_memory(bytes, a.why);
   return a.p;
 }
@@ -310,17 +316,7 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, const siz
   return hand_out(b, c, bytes);
 }
 
-void caching_pool::insert_live(block* b, const live_block& lb) {
-  if (spare_live_.empty()) {
-    live_.emplace(b->address, lb);
-    return;
-  }
-  live_map::node_type node = std::move(spare_live_.back());
-  spare_live_.pop_back();
-  node.key() = b->address;
-  node.mapped() = lb;
-  live_.insert(std::move(node));
-}
+void caching_pool::insert_live(block* b, const live_block& lb) { live_.insert(b->address, lb); }
 
 caching_pool::handout caching_pool::hand_out(block* b, size_class c, std::size_t bytes) {
   b->requested = bytes;
@@ -501,17 +497,16 @@ std::optional<segment> caching_pool::obtain_segment(std::size_t segment_bytes, b
 void caching_pool::deallocate(void* p) {
   if (!p || deallocate_cached(p)) return;
   std::lock_guard lock(mutex_);
-  const auto it = live_.find(address_of(p));
-  if (it == live_.end()) fail_bad_free(p);
-  release_live(it);
+  const live_block* live = live_.find(address_of(p));
+  if (!live) fail_bad_free(p);
+  release_live(*live);
 }
 
 bool caching_pool::deallocate_if_owned(void* p) {
   if (!p || deallocate_cached(p)) return true;
   std::lock_guard lock(mutex_);
-  const auto it = live_.find(address_of(p));
-  if (it != live_.end()) {
-    release_live(it);
+  if (const live_block* live = live_.find(address_of(p))) {
+    release_live(*live);
     return true;
   }
   const std::uintptr_t a = address_of(p);
@@ -522,36 +517,32 @@ bool caching_pool::deallocate_if_owned(void* p) {
   fail_bad_free(p);
 }
 
-namespace {
-constexpr std::size_t max_spare_live_nodes = 64;
-}  // namespace
-
 // A caller's free on the locked path. The ticket says whether the block is still live (not freed
 // into a thread's cache before, Note [Thread cache]).
-void caching_pool::release_live(live_map::iterator it) {
-  block* b = it->second.b;
+void caching_pool::release_live(const live_block& live) {
+  block* b = live.b;
   std::uint64_t t = b->ticket.load(std::memory_order_acquire);
   if (ticket::state_of(t) != ticket::live ||
       !b->ticket.compare_exchange_strong(t, ticket::with_state(t, ticket::free),
                                          std::memory_order_acq_rel))
     fail_cached_free(reinterpret_cast<const void*>(b->address));
-  const std::size_t k = it->second.pool == size_class::small_pool ? 0 : 1;
+  const std::size_t k = live.pool == size_class::small_pool ? 0 : 1;
   returns_.requested_adjust[k] +=
       signed_size(b->live_requested.load(std::memory_order_relaxed)) - signed_size(b->requested);
-  return_to_list(it);
+  return_to_list(live);
 }
 
 // A thread-cached block back in the pool: not a caller's free (Note [Statistics with thread
 // caches]).
 void caching_pool::release_cached(block* b) {
-  const auto it = live_.find(b->address);
-  const std::size_t k = it->second.pool == size_class::small_pool ? 0 : 1;
+  const live_block& live = *live_.find(b->address);
+  const std::size_t k = live.pool == size_class::small_pool ? 0 : 1;
   b->ticket.store(ticket::with_state(b->ticket.load(std::memory_order_relaxed), ticket::free),
                   std::memory_order_relaxed);
   returns_.bytes[k] += signed_size(b->size);
   returns_.count[k] += 1;
   returns_.requested[k] += signed_size(b->requested);
-  return_to_list(it);
+  return_to_list(live);
 }
 
 std::size_t caching_pool::flush_thread_caches() {
@@ -565,12 +556,11 @@ std::size_t caching_pool::flush_thread_caches() {
   return bytes;
 }
 
-void caching_pool::return_to_list(live_map::iterator it) {
-  const live_block lb = it->second;
+void caching_pool::return_to_list(const live_block& live) {
+  const live_block lb = live;  // `live` is the table's entry, which the erase may move
   const std::size_t size = lb.b->size;
   const std::size_t requested = lb.b->requested;
-  live_map::node_type node = live_.extract(it);
-  if (spare_live_.size() < max_spare_live_nodes) spare_live_.push_back(std::move(node));
+  live_.erase(lb.b->address);
   block* first = list_of(lb.pool).release(lb.b);
   change(metric::allocated_bytes, lb.pool, -signed_size(size));
   change(metric::requested_bytes, lb.pool, -signed_size(requested));
@@ -730,15 +720,15 @@ bool caching_pool::owns(const void* p) const {
 
 std::size_t caching_pool::block_size(const void* p) const {
   std::lock_guard lock(mutex_);
-  const auto it = live_.find(address_of(p));
-  if (it == live_.end() || ticket::state_of(it->second.b->ticket.load(
+  const live_block* live = live_.find(address_of(p));
+  if (!live || ticket::state_of(live->b->ticket.load(
                                std::memory_order_acquire)) != ticket::live) {
     std::ostringstream s;
     s << "umem pool " << describe() << ": block_size(" << p
       << "): not a live allocation of this pool";
     throw_error(errc::invalid_argument, s.str());
   }
-  return it->second.b->size;
+  return live->b->size;
 }
 
 std::size_t caching_pool::trim() {

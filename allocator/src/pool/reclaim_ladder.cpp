@@ -18,6 +18,10 @@ const char* to_string(rung r) {
 attempt_result climb(const reclaim_rungs& rungs, reclaim_report& report) {
   attempt_result a = rungs.attempt();
   if (a.p) return a;
+  return climb_after(std::move(a), rungs, report);
+}
+
+attempt_result climb_after(attempt_result a, const reclaim_rungs& rungs, reclaim_report& report) {
   const std::pair<rung, const std::function<std::size_t()>*> releasing[] = {
       {rung::thread_caches, &rungs.thread_caches},
       {rung::stream_blocks, &rungs.stream_blocks},

@@ -64,6 +64,7 @@
 #include "umem/allocator/allocator.hpp"
 #include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/pool_stats.hpp"
+#include "umem/core/detail/address_map.hpp"
 #include "umem/torch_bridge/stream_ordered_cache.hpp"
 
 namespace umem::torch_bridge {
@@ -223,11 +224,13 @@ class bridge {
     }
   };
   struct live_block {
-    std::size_t requested = 0;
-    std::size_t reported = 0;  // Note [Sizes PyTorch sees]
-    int device = -1;
+    std::size_t requested = 0;  // PyTorch sees reported_size(requested) (Note [Sizes PyTorch sees])
     void* stream = nullptr;
-    std::vector<void*> uses;  // other streams (record_stream)
+    // Other streams (record_stream), which few blocks have: out of line, so that an entry takes
+    // 32 bytes and two share a cache line (Note [Address map]).
+    std::unique_ptr<std::vector<void*>> uses;
+    int device = -1;
+    bool shared() const { return uses && !uses->empty(); }
   };
   alloc::request request_for(int device) const;
   // f(usage&) for `device`'s share, or every share and the total for -1; mutex_ held.
@@ -283,13 +286,13 @@ class bridge {
   std::shared_ptr<void> fork_ = alloc::lock_around_fork(mutex_, alloc::fork_rank::bridge);
   std::map<int, usage> usage_;   // by device; -1 for host allocations
   usage total_;                  // every device and the host together (peaks of the sum)
-  // One entry per block PyTorch holds, reserved for live_reserve blocks at start so that the first
-  // thousands of mallocs do not rehash it (a rehash moves every entry under the lock).
-  using live_map = std::unordered_map<const void*, live_block>;
+  // One entry per block PyTorch holds (Note [Address map]), with room for live_reserve blocks
+  // from the start so that the first thousands of mallocs do not grow it (growing moves every
+  // entry under the lock).
   static constexpr std::size_t live_reserve = 8192;
-  live_map live_;
+  detail::address_map<live_block> live_{live_reserve};
   // Records `p` as live; mutex_ held.
-  void remember(void* p, const live_block& l);
+  void remember(void* p, live_block l);
   struct sole_stream {  // Note [A device's sole stream]; guarded by mutex_
     bool known = false;  // `stream` allocated first
     bool ended = false;  // another stream allocated since: frees wait in the cache

@@ -126,7 +126,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "umem/allocator/detail/pool/free_list.hpp"
@@ -136,6 +135,7 @@
 #include "umem/allocator/pool_stats.hpp"
 #include "umem/allocator/source/segment.hpp"
 #include "umem/allocator/detail/pool/thread_cache_registry.hpp"
+#include "umem/core/detail/address_map.hpp"
 #include "umem/core/topology.hpp"
 
 namespace umem::alloc {
@@ -267,7 +267,7 @@ class caching_pool {
     bool own_segment = false;  // Note [Own segments]: its segment goes back with it
   };
 
-  using live_map = std::unordered_map<std::uintptr_t, live_block>;
+  using live_map = umem::detail::address_map<live_block>;  // Note [Address map]
   struct handout {
     block* b = nullptr;
     std::uint64_t ticket = 0;
@@ -307,7 +307,7 @@ class caching_pool {
   class headroom_scope;
   std::size_t reserved_cap() const;
   void release_cached(block* b);
-  void return_to_list(live_map::iterator it);
+  void return_to_list(const live_block& live);
   void change(metric m, size_class c, std::int64_t delta);
   // These three: null (nullopt) when out of memory, with `why`.
   block* new_segment_block(std::size_t block_bytes, std::size_t segment_bytes, size_class c,
@@ -331,7 +331,7 @@ class caching_pool {
   void recommit(segment_record& rec, std::uintptr_t begin, std::uintptr_t end);
   std::size_t cached_bytes() const;
   std::size_t reserved_now() const;  // takes mutex_
-  void release_live(live_map::iterator it);
+  void release_live(const live_block& live);
   [[noreturn]] void fail_bad_free(const void* p) const;
   [[noreturn]] void fail_cached_free(const void* p) const;
   std::string stats_summary() const;
@@ -357,8 +357,6 @@ class caching_pool {
   std::size_t decommitted_bytes_ = 0;  // in all segments
   std::size_t call_cap_ = unbounded;   // reserved bytes the current call may reach (Note [Headroom])
   live_map live_;  // allocated blocks by address
-  // Hash nodes of live_ kept after an erase for the next allocation (no heap call per block).
-  std::vector<live_map::node_type> spare_live_;
   pool_stats stats_;
   cache_returns returns_;
   // Declared last, reset first in the destructor: a thread that exits while the pool is being

@@ -62,5 +62,10 @@ struct reclaim_rungs {
 // Climbs the ladder (Note [Reclaim ladder]): the memory, or null with why the last attempt
 // failed and what the ladder tried. Throws only what the attempts and rungs throw.
 attempt_result climb(const reclaim_rungs& rungs, reclaim_report& report);
+// The same after a first attempt that failed with `first` (null p): the rungs, then the spill.
+// For callers that make the first attempt themselves, so that a request served at once builds
+// no rungs (their std::function objects cost a heap call or more on every allocation).
+attempt_result climb_after(attempt_result first, const reclaim_rungs& rungs,
+                           reclaim_report& report);
 
 }  // namespace umem::alloc
