@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix, then builds and runs a consumer project with
-# find_package(umem), and runs the installed umtopo. Only the public API is installed: no
-# detail/ headers, and libumem.so exports umem's symbols only (cmake/umem.map).
+# find_package(umem), and runs the installed umtopo. Every installed header compiles on its own
+# (detail/ ones are internal, installed because public headers include them), and libumem.so
+# exports umem's symbols only (cmake/umem.map).
 set -euo pipefail
 build_dir=$1
 src_dir=$(cd "$(dirname "$0")" && pwd)
@@ -11,9 +12,21 @@ cmake --install "$build_dir" --prefix "$tmp/prefix" >/dev/null
 test -x "$tmp/prefix/bin/umtopo"
 test -f "$tmp/prefix/include/umem/core/topology.hpp"
 ls "$tmp"/prefix/lib*/cmake/umem/umemConfig.cmake >/dev/null
-if find "$tmp/prefix/include" -path '*/detail/*' | grep .; then
-  echo "check_install: internal headers (detail/) were installed" >&2; exit 1
-fi
+missing=0
+while IFS= read -r header; do
+  case $header in
+    *.h) compile=("${CC:-cc}" -x c -std=c11) ;;
+    *) compile=("${CXX:-c++}" -x c++ -std=c++20) ;;
+  esac
+  printf '#include <%s>\n' "$header" > "$tmp/header.src"
+  if ! "${compile[@]}" -fsyntax-only -I"$tmp/prefix/include" "$tmp/header.src" \
+       2> "$tmp/header.err"; then
+    echo "check_install: the installed $header does not compile on its own:" >&2
+    grep -m 1 error "$tmp/header.err" >&2 || cat "$tmp/header.err" >&2
+    missing=1
+  fi
+done < <(cd "$tmp/prefix/include" && find umem -name '*.hpp' -o -name '*.h' | sort)
+[ "$missing" = 0 ] || exit 1
 foreign=$(nm -D --defined-only -C "$(ls "$tmp"/prefix/lib*/libumem.so)" | cut -d' ' -f3- |
           grep -v -e '^umem_' -e '^umem::' -e ' for umem::' -e '^non-virtual thunk to umem::' || true)
 if [ -n "$foreign" ]; then
