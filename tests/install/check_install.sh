@@ -12,7 +12,7 @@ cmake --install "$build_dir" --prefix "$tmp/prefix" >/dev/null
 test -x "$tmp/prefix/bin/umtopo"
 test -f "$tmp/prefix/include/umem/core/topology.hpp"
 ls "$tmp"/prefix/lib*/cmake/umem/umemConfig.cmake >/dev/null
-missing=0
+broken=0
 while IFS= read -r header; do
   case $header in
     *.h) compile=("${CC:-cc}" -x c -std=c11) ;;
@@ -23,10 +23,10 @@ while IFS= read -r header; do
        2> "$tmp/header.err"; then
     echo "check_install: the installed $header does not compile on its own:" >&2
     grep -m 1 error "$tmp/header.err" >&2 || cat "$tmp/header.err" >&2
-    missing=1
+    broken=1
   fi
 done < <(cd "$tmp/prefix/include" && find umem -name '*.hpp' -o -name '*.h' | sort)
-[ "$missing" = 0 ] || exit 1
+[ "$broken" = 0 ] || exit 1
 foreign=$(nm -D --defined-only -C "$(ls "$tmp"/prefix/lib*/libumem.so)" | cut -d' ' -f3- |
           grep -v -e '^umem_' -e '^umem::' -e ' for umem::' -e '^non-virtual thunk to umem::' || true)
 if [ -n "$foreign" ]; then

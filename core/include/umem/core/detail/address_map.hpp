@@ -1,5 +1,5 @@
 // A hash table from addresses to values, for the tables of live blocks that every allocation and
-// free looks up under a lock (the caching pool's, the torch bridge's). Internal: not installed.
+// free looks up under a lock (the caching pool's, the torch bridge's). Internal (detail/).
 //
 // Note [Address map]
 // std::unordered_map allocates a node per entry and follows a bucket pointer and then a node
@@ -46,8 +46,8 @@ class address_map {
   }
   bool contains(std::uintptr_t key) const noexcept { return find(key) != nullptr; }
 
-  // key -> value (replacing a value key had); key 0 throws umem::error(invalid_argument). Strong guarantee: when growing
-  // throws (std::bad_alloc) the table is unchanged.
+  // key -> value (replacing a value key had); key 0 throws umem::error(invalid_argument).
+  // Strong guarantee: when growing throws (std::bad_alloc) the table is unchanged.
   void insert(std::uintptr_t key, V value) {
     if (key == 0) throw_error(errc::invalid_argument, "address_map: address 0 is no key");
     std::size_t i = slot_of(key);

@@ -1,5 +1,5 @@
 // The counters of a meminfo file (/proc/meminfo, /sys/devices/system/node/node<N>/meminfo), parsed
-// in one place for every layer that reads them (internal: not installed).
+// in one place for every layer that reads them (internal, detail/).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Text helpers shared by umem's layers (internal: not installed).
+// Text helpers shared by umem's layers (internal, detail/).
 #pragma once
 
 #include <algorithm>
