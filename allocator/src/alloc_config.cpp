@@ -176,10 +176,15 @@ std::string size_string(std::uint64_t bytes) {
 std::string limit_string(const std::optional<memory_limit>& l) {
   if (!l) return "none";
   if (!l->fraction) return size_string(l->bytes);
-  std::array<char, 64> buf{};
-  // Fixed notation: the parser takes no exponent; shortest form that reads back exactly.
+  // Fixed notation: the parser takes no exponent; shortest form that reads back exactly. A
+  // fraction 0 < f <= 1 as small as the smallest subnormal double takes "0." and up to 324 + 17
+  // digits, so the buffer holds every one the parser accepts.
+  std::array<char, 2 + 324 + std::numeric_limits<double>::max_digits10 + 8> buf{};
   const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), *l->fraction,
                                std::chars_format::fixed);
+  if (r.ec != std::errc{})
+    throw_error(errc::internal, "limit_string: the fraction does not fit " +
+                                    std::to_string(buf.size()) + " characters");
   return std::string(buf.data(), r.ptr);
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -212,6 +213,21 @@ TEST(AllocConfig, DescribeListsEveryValueAndParsesBack) {
             "limit.node3:12345B,max_cached:1536MiB,expandable_segments:true,"
             "thread_cache:64MiB");
   EXPECT_EQ(parse_alloc_conf(text), o);
+}
+
+// A fraction far below one byte of any node is still one the parser accepts, so describe() must
+// write all its digits (fixed notation, no exponent) and read back to the same value: the fuzzer
+// found 4.1e-74, whose 90 characters overflowed a 64-character buffer.
+TEST(AllocConfig, DescribeWritesTinyFractionsThatReadBack) {
+  for (const double f : {4.099276460824344750e-74, std::numeric_limits<double>::denorm_min()}) {
+    alloc_options o;
+    o.limit_node[0] = {0, f};
+    const std::string text = describe(o);
+    const alloc_options back = parse_alloc_conf(text);
+    EXPECT_EQ(back, o) << text;
+    ASSERT_TRUE(back.limit_node.at(0).fraction.has_value()) << text;
+    EXPECT_EQ(*back.limit_node.at(0).fraction, f) << text;
+  }
 }
 
 TEST(AllocConfig, TableDocumentsEveryKeyWithTheStructDefaults) {
