@@ -10,18 +10,19 @@ and torchvision without touching the GPU: the child initializes CUDA and its all
 enable(), or PyTorch's allocator settings) itself, so a trial costs seconds rather than an
 interpreter start, and many rounds fit.
 
-The lent GPU machine runs a whole trial either at full speed or 1.4-1.6 times slower, at random
-(measured: a GPT-2 step 12.7-14.3 or 17-22.4 ms, whatever the allocator). Each trial times a
-fixed CPU load after every step (workloads.py), which reads about 1.1 or 1.5-1.7 ms in the two
-modes; trials whose calibration is more than SLOW_MODE times the workload's fastest are left
-out, and each allocator's step time is the median over its remaining trials of their median
-steps (the second half of the steps).
+The lent GPU machine runs a whole trial at full speed or slower (1.4-1.6 times, at times in
+between), whatever the allocator. Each trial times a fixed CPU load after every step
+(workloads.py), which tells the speeds apart; step_verdict.py keeps the full-speed trials, compares
+the medians of their steps (each the median of the second half of a trial's steps) and judges the
+ratio by its bootstrap interval over rounds: ok where the whole interval is at or below the
+target, MISSED where it is above, inconclusive otherwise, and not judged where the control's
+interval excludes 1.
 
-Prints a markdown table per workload: trials kept, step times, the ratios umem / PyTorch (judged
-against <= 1.02, only where the control reads within 2 % of PyTorch) and control / PyTorch,
-allocations per step, driver allocations in the timed steps, peak reserved bytes (umem's judged
-against PyTorch's with expandable segments) and whether all losses are equal; then every trial's
-step and calibration.
+Prints a markdown table per workload: rounds, trials kept, step times, the ratios umem / PyTorch
+(judged against <= 1.02) and control / PyTorch with their intervals, umem / PyTorch with
+expandable segments, allocations per step, driver allocations in the timed steps, peak reserved
+bytes (umem's judged against PyTorch's with expandable segments) and whether all losses are
+equal; then every trial's step and calibration.
 
     python3 bench/torch_alloc/training.py [--steps 60] [--rounds 10] [--log F]   # on a GPU machine
     python3 bench/torch_alloc/training.py --from-log F   # the table of a run cut short
@@ -31,7 +32,6 @@ import argparse
 import json
 import os
 import signal
-import statistics
 import sys
 import traceback
 
@@ -40,6 +40,7 @@ import traceback
 os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import step_verdict as sv  # noqa: E402
 import workloads  # noqa: E402
 
 WORKLOADS = ("gpt2", "llama", "resnet50")
@@ -47,7 +48,6 @@ WORKLOADS = ("gpt2", "llama", "resnet50")
 ALLOCATORS = {"torch": ("torch", None), "torch-expandable": ("torch", "expandable_segments:True"),
               "umem": ("umem", None), "control": ("torch", None)}
 STEP_TARGET = 1.02
-SLOW_MODE = 1.25  # a calibration this much slower than the fastest: the machine's slow mode
 TRIAL_TIMEOUT_S = 600
 
 
@@ -96,64 +96,67 @@ def train(workload, allocator, steps):
     return out["ok"]
 
 
-def judged(ratio, control):
-    if abs(control - 1) > STEP_TARGET - 1:
-        return "not judged"
-    return "ok" if ratio <= STEP_TARGET else "MISSED"
+def rounds_of(trials, workload):
+    """The workload's complete rounds, each {allocator: trial}, in order."""
+    by_round = {}
+    for t in trials:
+        if t["workload"] == workload:
+            by_round.setdefault(t["round"], {})[t["name"]] = t
+    return [by_round[r] for r in sorted(by_round) if len(by_round[r]) == len(ALLOCATORS)]
 
 
-def full_speed(trials, fastest):
-    """The trials whose calibration ran at the machine's full speed (within SLOW_MODE of the
-    fastest calibration of the workload): the lent machine runs a trial either at full speed or
-    about 1.4-1.6 times slower throughout, and the calibration tells which."""
-    return [x for x in trials if x["median_calibration_ms"] <= SLOW_MODE * fastest]
+def shown(x, ci):
+    return "-" if x is None else f"{x:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
 
 
-def report(runs, workloads_run, steps, rounds):
-    print("| workload | trials at full speed, PyTorch / expandable / umem / control | "
+def report(trials, workloads_run, steps):
+    print("| workload | rounds | trials at full speed, PyTorch / expandable / umem / control | "
           "PyTorch step (ms) | PyTorch expandable step (ms) | umem step (ms) | "
-          f"umem / PyTorch step (<= {STEP_TARGET}) | control / PyTorch step | "
+          f"umem / PyTorch step [{sv.CONFIDENCE:.0%} interval] (<= {STEP_TARGET}) | "
+          "control / PyTorch step | umem / expandable step | "
           "allocations per step | driver allocations in the timed steps, PyTorch / umem | "
           "PyTorch peak reserved (MB) | PyTorch expandable peak reserved (MB) | "
           "umem peak reserved (MB) | umem / expandable reserved (<= 1) | losses equal |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     timed = steps - steps // 2
     for w in workloads_run:
-        fastest = min(x["median_calibration_ms"] for al in ALLOCATORS for x in runs[(w, al)])
-        fast = {al: full_speed(runs[(w, al)], fastest) for al in ALLOCATORS}
-        if not all(fast.values()):
-            print(f"| {w} | " + " / ".join(str(len(fast[al])) for al in ALLOCATORS) +
-                  " | (an allocator has no trial at full speed: run more rounds) |")
-            continue
-        step = {al: statistics.median(x["median_step_ms"] for x in fast[al]) for al in ALLOCATORS}
-        ratio = {al: step[al] / step["torch"] for al in ALLOCATORS}
-        reserved = {al: max(x["peak_reserved_bytes"] for x in runs[(w, al)]) for al in ALLOCATORS}
-        losses = {tuple(x["losses"]) for al in ALLOCATORS for x in runs[(w, al)]}
-        first = {al: runs[(w, al)][0] for al in ALLOCATORS}
+        rounds = rounds_of(trials, w)
+        fastest = sv.fastest_calibration(rounds)
+        runs = {al: [r[al] for r in rounds] for al in ALLOCATORS}
+        fast = " / ".join(str(len(sv.full_speed(runs[al], fastest))) for al in ALLOCATORS)
+        step = {al: sv.step_ms(runs[al], fastest) for al in ALLOCATORS}
+        ms = {al: "-" if step[al] is None else f"{step[al]:.2f}" for al in ALLOCATORS}
+        ratio = {al: sv.ratio(rounds, al, "torch", fastest) for al in ("umem", "control")}
+        ci = {al: sv.interval(rounds, al, "torch") for al in ("umem", "control")}
+        vs_expandable = sv.ratio(rounds, "umem", "torch-expandable", fastest)
+        reserved = {al: max(x["peak_reserved_bytes"] for x in runs[al]) for al in ALLOCATORS}
+        losses = {tuple(x["losses"]) for al in ALLOCATORS for x in runs[al]}
+        first = {al: runs[al][0] for al in ALLOCATORS}
         allocations = first["torch"].get("timed.allocation.all.allocated")
         driver = " / ".join(str(first[al].get("timed.segment.all.allocated", "-"))
                             for al in ("torch", "umem"))
         reserved_ratio = reserved["umem"] / reserved["torch-expandable"]
-        print(f"| {w} | " + " / ".join(str(len(fast[al])) for al in ALLOCATORS) +
-              f" | {step['torch']:.2f} | {step['torch-expandable']:.2f} | {step['umem']:.2f} | "
-              f"{ratio['umem']:.3f} {judged(ratio['umem'], ratio['control'])} | "
-              f"{ratio['control']:.3f} | "
+        print(f"| {w} | {len(rounds)} | {fast} | {ms['torch']} | {ms['torch-expandable']} | "
+              f"{ms['umem']} | {shown(ratio['umem'], ci['umem'])} "
+              f"{sv.verdict(ci['umem'], ci['control'], STEP_TARGET)} | "
+              f"{shown(ratio['control'], ci['control'])} | {shown(vs_expandable, None)} | "
               f"{f'{allocations / timed:.0f}' if allocations is not None else '-'} | {driver} | "
               f"{reserved['torch'] / 1e6:.0f} | {reserved['torch-expandable'] / 1e6:.0f} | "
               f"{reserved['umem'] / 1e6:.0f} | "
               f"{reserved_ratio:.3f} {'ok' if reserved_ratio <= 1 else 'MISSED'} | "
               f"{'yes' if len(losses) == 1 else 'NO'} |")
-    print(f"\nsteps {steps} (median of the last {timed}), rounds {rounds}; umem params in umem "
-          "memory: " + ", ".join(f"{w} {runs[(w, 'umem')][0].get('umem_params_on_umem')}/"
-                                 f"{runs[(w, 'umem')][0].get('params')}" for w in workloads_run))
+    umem_first = {w: rounds_of(trials, w)[0]["umem"] for w in workloads_run}
+    print(f"\nsteps {steps} (median of the last {timed}); umem params in umem memory: " +
+          ", ".join(f"{w} {x.get('umem_params_on_umem')}/{x.get('params')}"
+                    for w, x in umem_first.items()))
     print("step / calibration of every trial in ms, round by round (* below full speed):")
     for w in workloads_run:
-        fastest = min(x["median_calibration_ms"] for al in ALLOCATORS for x in runs[(w, al)])
+        rounds = rounds_of(trials, w)
+        fastest = sv.fastest_calibration(rounds)
         for al in ALLOCATORS:
             print(f"- {w} {al}: " + ", ".join(
-                f"{x['median_step_ms']:.2f}/{x['median_calibration_ms']:.2f}"
-                f"{'' if x['median_calibration_ms'] <= SLOW_MODE * fastest else '*'}"
-                for x in runs[(w, al)]))
+                f"{r[al]['median_step_ms']:.2f}/{r[al]['median_calibration_ms']:.2f}"
+                f"{'' if sv.full_speed([r[al]], fastest) else '*'}" for r in rounds))
     sys.stdout.flush()
 
 
@@ -166,31 +169,27 @@ def main():
     p.add_argument("--from-log", help="print the table of a --log file's complete rounds (of a "
                    "run cut short) instead of training")
     a = p.parse_args()
-    runs = {(w, al): [] for w in a.workloads for al in ALLOCATORS}
     if a.from_log:
         with open(a.from_log) as f:
-            for line in f:
-                x = json.loads(line)
-                runs.setdefault((x["workload"], x["name"]), []).append(x)
-        a.workloads = [w for w in a.workloads if all(runs.get((w, al)) for al in ALLOCATORS)]
+            trials = [json.loads(line) for line in f]
+        a.workloads = [w for w in a.workloads if rounds_of(trials, w)]
         if not a.workloads:
-            sys.exit(f"{a.from_log}: no workload has a trial of every allocator")
-        a.rounds = min(len(runs[(w, al)]) for w in a.workloads for al in ALLOCATORS)
-        a.steps = len(runs[(a.workloads[0], "torch")][0]["losses"])
-        report({k: v[:a.rounds] for k, v in runs.items()}, a.workloads, a.steps, a.rounds)
+            sys.exit(f"{a.from_log}: no workload has a round with a trial of every allocator")
+        report(trials, a.workloads, len(trials[0]["losses"]))
         return
     os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # each trial sets its own
     preload()
     names = list(ALLOCATORS)
+    trials = []
     for r in range(a.rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         for w in a.workloads:
             for al in order:
-                runs[(w, al)].append(train(w, al, a.steps))
+                trials.append(dict(train(w, al, a.steps), round=r, name=al))
                 if a.log:
                     with open(a.log, "a") as f:
-                        f.write(json.dumps(dict(runs[(w, al)][-1], round=r, name=al)) + "\n")
-    report(runs, a.workloads, a.steps, a.rounds)
+                        f.write(json.dumps(trials[-1]) + "\n")
+    report(trials, a.workloads, a.steps)
 
 
 if __name__ == "__main__":
