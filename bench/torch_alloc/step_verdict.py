@@ -1,72 +1,51 @@
-"""How training.py judges a step-time ratio from trials on a machine whose speed changes from
-process to process.
+"""How training.py judges a step-time ratio on a machine whose speed changes by up to 1.6 times
+from one second to the next.
 
-A trial is one process's result (workloads.run): its median step and median calibration. The lent
-GPU machine runs a whole process either at full speed or 1.4-1.6 times slower, and at times at
-speeds in between; the calibration tells them apart. Of a workload's trials only those whose
-calibration is within SLOW_MODE of the workload's fastest count, and an allocator's step time is
-the median of their steps.
+Measured on the lent GPU machine (a KVM guest): within one process, blocks of 25 GPT-2 steps ran
+at 12.6 ms and then at 20-22 ms, and back, whatever the allocator, while allocators differ by a
+few percent. So two processes, one per allocator, train in lockstep (training.py): they take turns
+step by step, each step of one right after a step of the other, and step i of one is compared
+with step i of the other, which ran a few milliseconds later on the same machine state. A pair's
+ratio is the median over the timed steps (the second half) of those per-step ratios.
 
-A ratio's uncertainty comes from which processes happened to run fast, so the ratio gets a
-bootstrap interval over rounds: RESAMPLES times, draw as many rounds as were run, with
-replacement, keeping each round's trials together (a round's trials ran minutes apart at most),
-and take the ratio of the drawn trials' step times; the interval holds the middle CONFIDENCE of
-those ratios. A target is met ("ok") where the whole interval is at or below it and missed where
-the whole interval is above it; otherwise the run cannot tell ("inconclusive"). The control, a
-second trial of the anchor in every round, checks the method: where its interval excludes 1 the
-rounds were not alike enough and nothing is judged."""
+A round gives one pair's ratio; the rounds' ratios get a bootstrap interval: RESAMPLES times, draw
+as many rounds as were run, with replacement, and take the median of their ratios; the interval
+holds the middle CONFIDENCE of those medians. A target is met ("ok") where the whole interval is
+at or below it and missed where the whole interval is above it; otherwise the run cannot tell
+("inconclusive"). The control, a lockstep pair of two equal allocators in every round, checks the
+method: where its interval excludes 1 nothing is judged."""
 import random
 import statistics
 
-SLOW_MODE = 1.25  # a calibration this much slower than the fastest: the machine's slow mode
 RESAMPLES = 2000
 CONFIDENCE = 0.95
 SEED = 0  # fixed: the same log gives the same intervals
 
 
-def fastest_calibration(rounds):
-    return min(t["median_calibration_ms"] for r in rounds for t in r.values())
+def pair_ratio(steps, anchor_steps):
+    """The median of step[i] / anchor_step[i] over the second half of the steps."""
+    if len(steps) != len(anchor_steps) or not steps:
+        raise ValueError(f"a lockstep pair needs the same number of steps on both sides, got "
+                         f"{len(steps)} and {len(anchor_steps)}")
+    timed = slice(len(steps) // 2, None)
+    return statistics.median(a / b for a, b in zip(steps[timed], anchor_steps[timed]))
 
 
-def full_speed(trials, fastest):
-    """The trials whose calibration ran at the machine's full speed."""
-    return [t for t in trials if t["median_calibration_ms"] <= SLOW_MODE * fastest]
-
-
-def step_ms(trials, fastest):
-    """The median step of the full-speed trials, None where there is none."""
-    kept = [t["median_step_ms"] for t in full_speed(trials, fastest)]
-    return statistics.median(kept) if kept else None
-
-
-def ratio(rounds, name, anchor, fastest):
-    a = step_ms([r[name] for r in rounds], fastest)
-    b = step_ms([r[anchor] for r in rounds], fastest)
-    return a / b if a is not None and b is not None else None
-
-
-def interval(rounds, name, anchor):
-    """The bootstrap interval of step(name) / step(anchor) over `rounds` (a list of
-    {allocator: trial}), or None where fewer than half the resamples hold a full-speed trial of
-    both."""
-    fastest = fastest_calibration(rounds)
-    rng = random.Random(SEED)
-    ratios = []
-    for _ in range(RESAMPLES):
-        x = ratio([rng.choice(rounds) for _ in rounds], name, anchor, fastest)
-        if x is not None:
-            ratios.append(x)
-    if len(ratios) < RESAMPLES // 2:
+def interval(ratios):
+    """The bootstrap interval of the median of `ratios` (one per round), None for no ratio."""
+    if not ratios:
         return None
-    ratios.sort()
+    rng = random.Random(SEED)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios)))
+                     for _ in range(RESAMPLES))
     tail = (1 - CONFIDENCE) / 2
-    return ratios[int(tail * len(ratios))], ratios[int((1 - tail) * len(ratios)) - 1]
+    return medians[int(tail * RESAMPLES)], medians[int((1 - tail) * RESAMPLES) - 1]
 
 
 def verdict(measured, control, target):
     """measured, control: intervals (or None). The verdict on measured <= target."""
     if measured is None or control is None:
-        return "not judged (too few full-speed trials)"
+        return "not judged (no round)"
     if not control[0] <= 1 <= control[1]:
         return "not judged (control off)"
     if measured[1] <= target:

@@ -1,28 +1,26 @@
 """Real training with umem against PyTorch's allocator, default and with expandable segments, on
 one GPU in one run: each workload of workloads.py (transformers GPT-2 and Llama, torchvision
-ResNet-50) trains STEPS steps once per allocator per round, with the same seeds and deterministic
-algorithms, for ROUNDS rounds, the order rotating from round to round. A second trial of PyTorch's
-default allocator ("control") runs in every round: what the method reads between two equal
-trials.
+ResNet-50) trains STEPS steps per trial, with the same seeds and deterministic algorithms.
+
+Step times are compared in lockstep (step_verdict.py says why): per round and workload, a umem
+trial and a trial of PyTorch's default allocator train side by side, taking turns step by step,
+and so do two trials of PyTorch's default (the "control": what the method reads between equal
+allocators), for ROUNDS rounds; which pair and which side of a pair goes first alternates from
+round to round. A pair's ratio is the median of its per-step ratios; the rounds' ratios are judged
+by their bootstrap interval: ok where the whole interval is at or below 1.02, MISSED where it is
+above, inconclusive otherwise, and not judged where the control's interval excludes 1. PyTorch
+with expandable segments trains once per workload, before the rounds, for the peak it reserves.
 
 Every trial is a process of its own, forked from this one after it imported torch, transformers
 and torchvision without touching the GPU: the child initializes CUDA and its allocator (umem's
 enable(), or PyTorch's allocator settings) itself, so a trial costs seconds rather than an
 interpreter start, and many rounds fit.
 
-The lent GPU machine runs a whole trial at full speed or slower (1.4-1.6 times, at times in
-between), whatever the allocator. Each trial times a fixed CPU load after every step
-(workloads.py), which tells the speeds apart; step_verdict.py keeps the full-speed trials, compares
-the medians of their steps (each the median of the second half of a trial's steps) and judges the
-ratio by its bootstrap interval over rounds: ok where the whole interval is at or below the
-target, MISSED where it is above, inconclusive otherwise, and not judged where the control's
-interval excludes 1.
-
-Prints a markdown table per workload: rounds, trials kept, step times, the ratios umem / PyTorch
-(judged against <= 1.02) and control / PyTorch with their intervals, umem / PyTorch with
-expandable segments, allocations per step, driver allocations in the timed steps, peak reserved
-bytes (umem's judged against PyTorch's with expandable segments) and whether all losses are
-equal; then every trial's step and calibration.
+Prints a markdown table per workload: rounds, median step times, the ratios umem / PyTorch
+(judged) and control / PyTorch with their intervals, allocations per step, driver allocations in
+the timed steps, peak reserved bytes (umem's judged against PyTorch's with expandable segments)
+and whether all losses are equal; then every pair's ratio, steps and calibrations (workloads.py:
+a fixed CPU load timed after every step, which shows how fast the machine ran).
 
     python3 bench/torch_alloc/training.py [--steps 60] [--rounds 10] [--log F]   # on a GPU machine
     python3 bench/torch_alloc/training.py --from-log F   # the table of a run cut short
@@ -32,6 +30,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import sys
 import traceback
 
@@ -46,7 +45,9 @@ import workloads  # noqa: E402
 WORKLOADS = ("gpt2", "llama", "resnet50")
 # name: (workloads.run allocator, PyTorch allocator settings or None)
 ALLOCATORS = {"torch": ("torch", None), "torch-expandable": ("torch", "expandable_segments:True"),
-              "umem": ("umem", None), "control": ("torch", None)}
+              "umem": ("umem", None)}
+# pair: (measured allocator, anchor allocator), trained in lockstep once per round
+PAIRS = {"umem": ("umem", "torch"), "control": ("torch", "torch")}
 STEP_TARGET = 1.02
 TRIAL_TIMEOUT_S = 600
 
@@ -62,73 +63,119 @@ def preload():
         sys.exit("training.py: importing the workloads initialized CUDA; trials cannot be forked")
 
 
-def child(workload, allocator, steps):
+class Turn:
+    """A trial's side of the lockstep: it waits for its turn on one pipe and hands it back on
+    another (workloads.run calls wait() before every step and done() after it)."""
+
+    def __init__(self, go, back):
+        self.go, self.back = go, back
+
+    def wait(self):
+        if not os.read(self.go, 1):
+            raise RuntimeError("the lockstep ended early: the other trial of the pair failed")
+
+    def done(self):
+        os.write(self.back, b".")
+
+
+def child(workload, allocator, steps, turn):
     import torch
     which, settings = ALLOCATORS[allocator]
     if settings:
         torch.cuda.memory._set_allocator_settings(settings)
-    return workloads.run(workload, which, None, steps)
+    return workloads.run(workload, which, None, steps, turn)
 
 
-def train(workload, allocator, steps):
-    """One trial in a forked child: its workloads.run result."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        signal.alarm(TRIAL_TIMEOUT_S)
-        try:
-            out = {"ok": child(workload, allocator, steps)}
-        except BaseException:  # noqa: B036 (reported to the parent, whatever it was)
-            out = {"error": traceback.format_exc()}
-        with os.fdopen(write_end, "w") as f:
-            f.write(json.dumps(out))
-        os._exit(0)  # no atexit handlers of the parent's interpreter
-    os.close(write_end)
-    with os.fdopen(read_end) as f:
-        text = f.read()
-    _, status = os.waitpid(pid, 0)
-    if not text:
-        sys.exit(f"{allocator} {workload}: the trial died (wait status {status})")
-    out = json.loads(text)
-    if "error" in out:
-        sys.exit(f"{allocator} {workload} failed:\n{out['error']}")
-    return out["ok"]
+def step_taken(go, back):
+    """Lets a lockstep child take one step; False where it has ended instead."""
+    try:
+        os.write(go, b".")
+    except BrokenPipeError:
+        return False
+    return os.read(back, 1) == b"."
+
+
+def train(workload, allocators, steps):
+    """Trains `allocators` (one, or two in lockstep: step by step in turn, the first one first),
+    each in a forked child; their workloads.run results."""
+    n = len(allocators)
+    # Per child: results, go and back pipes; the parent keeps one end of each, the child the other.
+    pipes = [[os.pipe() for _ in range(3)] for _ in range(n)]
+    mine = [(res[1], go[0], back[1]) for res, go, back in pipes]
+    theirs = [(res[0], go[1], back[0]) for res, go, back in pipes]
+    pids = []
+    for k, allocator in enumerate(allocators):
+        pid = os.fork()
+        if pid == 0:
+            for fd in {fd for p in pipes for end in p for fd in end} - set(mine[k]):
+                os.close(fd)
+            signal.alarm(TRIAL_TIMEOUT_S)
+            result, go, back = mine[k]
+            try:
+                out = {"ok": child(workload, allocator, steps, Turn(go, back) if n > 1 else None)}
+            except BaseException:  # noqa: B036 (reported to the parent, whatever it was)
+                out = {"error": traceback.format_exc()}
+            with os.fdopen(result, "w") as f:
+                f.write(json.dumps(out))
+            os._exit(0)  # no atexit handlers of the parent's interpreter
+        pids.append(pid)
+    for fds in mine:
+        for fd in fds:
+            os.close(fd)
+    if n > 1:
+        for _ in range(steps):
+            if not all(step_taken(go, back) for _, go, back in theirs):
+                break  # a child ended: closing its partner's pipes below ends the partner too
+    for _, go, back in theirs:
+        os.close(go)
+        os.close(back)
+    outs = []
+    for (result, _, _), pid, allocator in zip(theirs, pids, allocators):
+        with os.fdopen(result) as f:
+            text = f.read()
+        _, status = os.waitpid(pid, 0)
+        outs.append(json.loads(text) if text else {"error": f"died (wait status {status})"})
+    for out, allocator in zip(outs, allocators):
+        if "error" in out and "lockstep ended early" not in out["error"]:
+            sys.exit(f"{allocator} {workload} failed:\n{out['error']}")
+    if any("error" in out for out in outs):
+        sys.exit(f"{workload}: the lockstep pair {allocators} ended early")
+    return [out["ok"] for out in outs]
 
 
 def rounds_of(trials, workload):
-    """The workload's complete rounds, each {allocator: trial}, in order."""
+    """The workload's complete rounds, each {pair: (measured trial, anchor trial)}, in order."""
     by_round = {}
     for t in trials:
-        if t["workload"] == workload:
-            by_round.setdefault(t["round"], {})[t["name"]] = t
-    return [by_round[r] for r in sorted(by_round) if len(by_round[r]) == len(ALLOCATORS)]
+        if t["workload"] == workload and t.get("pair"):
+            by_round.setdefault(t["round"], {}).setdefault(t["pair"], {})[t["side"]] = t
+    return [{p: (sides["measured"], sides["anchor"]) for p, sides in by_round[r].items()}
+            for r in sorted(by_round)
+            if set(by_round[r]) == set(PAIRS) and all(len(x) == 2 for x in by_round[r].values())]
 
 
 def shown(x, ci):
-    return "-" if x is None else f"{x:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    return f"{x:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def report(trials, workloads_run, steps):
-    print("| workload | rounds | trials at full speed, PyTorch / expandable / umem / control | "
-          "PyTorch step (ms) | PyTorch expandable step (ms) | umem step (ms) | "
-          f"umem / PyTorch step [{sv.CONFIDENCE:.0%} interval] (<= {STEP_TARGET}) | "
-          "control / PyTorch step | umem / expandable step | "
-          "allocations per step | driver allocations in the timed steps, PyTorch / umem | "
+    print("| workload | rounds | PyTorch step (ms) | PyTorch expandable step (ms, one trial) | "
+          "umem step (ms) | "
+          f"umem / PyTorch step in lockstep [{sv.CONFIDENCE:.0%} interval] (<= {STEP_TARGET}) | "
+          "control / PyTorch step in lockstep | allocations per step | "
+          "driver allocations in the timed steps, PyTorch / umem | "
           "PyTorch peak reserved (MB) | PyTorch expandable peak reserved (MB) | "
           "umem peak reserved (MB) | umem / expandable reserved (<= 1) | losses equal |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     timed = steps - steps // 2
     for w in workloads_run:
         rounds = rounds_of(trials, w)
-        fastest = sv.fastest_calibration(rounds)
-        runs = {al: [r[al] for r in rounds] for al in ALLOCATORS}
-        fast = " / ".join(str(len(sv.full_speed(runs[al], fastest))) for al in ALLOCATORS)
-        step = {al: sv.step_ms(runs[al], fastest) for al in ALLOCATORS}
-        ms = {al: "-" if step[al] is None else f"{step[al]:.2f}" for al in ALLOCATORS}
-        ratio = {al: sv.ratio(rounds, al, "torch", fastest) for al in ("umem", "control")}
-        ci = {al: sv.interval(rounds, al, "torch") for al in ("umem", "control")}
-        vs_expandable = sv.ratio(rounds, "umem", "torch-expandable", fastest)
+        ratios = {p: [sv.pair_ratio(r[p][0]["step_ms"], r[p][1]["step_ms"]) for r in rounds]
+                  for p in PAIRS}
+        ci = {p: sv.interval(ratios[p]) for p in PAIRS}
+        runs = {al: [t for t in trials if t["workload"] == w and t["name"] == al]
+                for al in ALLOCATORS}
+        step = {al: statistics.median(x["median_step_ms"] for x in runs[al]) for al in ALLOCATORS}
         reserved = {al: max(x["peak_reserved_bytes"] for x in runs[al]) for al in ALLOCATORS}
         losses = {tuple(x["losses"]) for al in ALLOCATORS for x in runs[al]}
         first = {al: runs[al][0] for al in ALLOCATORS}
@@ -136,27 +183,27 @@ def report(trials, workloads_run, steps):
         driver = " / ".join(str(first[al].get("timed.segment.all.allocated", "-"))
                             for al in ("torch", "umem"))
         reserved_ratio = reserved["umem"] / reserved["torch-expandable"]
-        print(f"| {w} | {len(rounds)} | {fast} | {ms['torch']} | {ms['torch-expandable']} | "
-              f"{ms['umem']} | {shown(ratio['umem'], ci['umem'])} "
+        print(f"| {w} | {len(rounds)} | {step['torch']:.2f} | {step['torch-expandable']:.2f} | "
+              f"{step['umem']:.2f} | {shown(statistics.median(ratios['umem']), ci['umem'])} "
               f"{sv.verdict(ci['umem'], ci['control'], STEP_TARGET)} | "
-              f"{shown(ratio['control'], ci['control'])} | {shown(vs_expandable, None)} | "
+              f"{shown(statistics.median(ratios['control']), ci['control'])} | "
               f"{f'{allocations / timed:.0f}' if allocations is not None else '-'} | {driver} | "
               f"{reserved['torch'] / 1e6:.0f} | {reserved['torch-expandable'] / 1e6:.0f} | "
               f"{reserved['umem'] / 1e6:.0f} | "
               f"{reserved_ratio:.3f} {'ok' if reserved_ratio <= 1 else 'MISSED'} | "
               f"{'yes' if len(losses) == 1 else 'NO'} |")
-    umem_first = {w: rounds_of(trials, w)[0]["umem"] for w in workloads_run}
-    print(f"\nsteps {steps} (median of the last {timed}); umem params in umem memory: " +
+    umem_first = {w: rounds_of(trials, w)[0]["umem"][0] for w in workloads_run}
+    print(f"\nsteps {steps} (ratios over the last {timed}); umem params in umem memory: " +
           ", ".join(f"{w} {x.get('umem_params_on_umem')}/{x.get('params')}"
                     for w, x in umem_first.items()))
-    print("step / calibration of every trial in ms, round by round (* below full speed):")
+    print("per round: the pair's ratio (median steps in ms, median calibrations in ms):")
     for w in workloads_run:
-        rounds = rounds_of(trials, w)
-        fastest = sv.fastest_calibration(rounds)
-        for al in ALLOCATORS:
-            print(f"- {w} {al}: " + ", ".join(
-                f"{r[al]['median_step_ms']:.2f}/{r[al]['median_calibration_ms']:.2f}"
-                f"{'' if sv.full_speed([r[al]], fastest) else '*'}" for r in rounds))
+        for p in PAIRS:
+            print(f"- {w} {p}: " + ", ".join(
+                f"{sv.pair_ratio(a['step_ms'], b['step_ms']):.3f} ({a['median_step_ms']:.2f}/"
+                f"{b['median_step_ms']:.2f}, {a['median_calibration_ms']:.2f}/"
+                f"{b['median_calibration_ms']:.2f})"
+                for a, b in (r[p] for r in rounds_of(trials, w))))
     sys.stdout.flush()
 
 
@@ -172,23 +219,33 @@ def main():
     if a.from_log:
         with open(a.from_log) as f:
             trials = [json.loads(line) for line in f]
-        a.workloads = [w for w in a.workloads if rounds_of(trials, w)]
+        names = {(t["workload"], t["name"]) for t in trials}
+        a.workloads = [w for w in a.workloads
+                       if rounds_of(trials, w) and (w, "torch-expandable") in names]
         if not a.workloads:
-            sys.exit(f"{a.from_log}: no workload has a round with a trial of every allocator")
+            sys.exit(f"{a.from_log}: no workload has a complete round and its expandable trial")
         report(trials, a.workloads, len(trials[0]["losses"]))
         return
     os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)  # each trial sets its own
     preload()
-    names = list(ALLOCATORS)
     trials = []
+
+    def log(new):
+        trials.extend(new)
+        if a.log:
+            with open(a.log, "a") as f:
+                f.writelines(json.dumps(t) + "\n" for t in new)
+    for w in a.workloads:  # expandable segments: once, for the peak it reserves
+        (t,) = train(w, ["torch-expandable"], a.steps)
+        log([dict(t, workload=w, name="torch-expandable", round=0)])
     for r in range(a.rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
+        pairs = list(PAIRS.items())[::1 if r % 2 == 0 else -1]
         for w in a.workloads:
-            for al in order:
-                trials.append(dict(train(w, al, a.steps), round=r, name=al))
-                if a.log:
-                    with open(a.log, "a") as f:
-                        f.write(json.dumps(trials[-1]) + "\n")
+            for p, (measured, anchor) in pairs:
+                sides = [("measured", measured), ("anchor", anchor)][::1 if r % 2 == 0 else -1]
+                out = train(w, [al for _, al in sides], a.steps)
+                log([dict(t, workload=w, name=al, round=r, pair=p, side=side)
+                     for t, (side, al) in zip(out, sides)])
     report(trials, a.workloads, a.steps)
 
 

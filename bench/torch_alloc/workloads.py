@@ -9,10 +9,11 @@ PyTorch's peak memory statistics.
 GPU; torch keeps PyTorch's own allocator (configured by PYTORCH_CUDA_ALLOC_CONF, as always). The model is built on the CPU and moved with .to(),
 as users do. Deterministic algorithms are on, so equal allocators' losses are equal.
 
-The lent GPU machine runs a process either at full CPU speed or 1.4-1.6 times slower, while
+The lent GPU machine's CPU speed changes by up to 1.6 times from one second to the next, while
 allocators differ by a few percent. So after every step the process times a fixed load of the
-same kind, CALIBRATION_LAUNCHES launches of an out= add that allocates nothing, and reports its
-median: what speed the process ran at (training.py keeps the trials at full speed)."""
+same kind, CALIBRATION_LAUNCHES launches of an out= add that allocates nothing, and reports every
+step's time and the median calibration, which shows how fast the machine ran (training.py
+compares steps in lockstep)."""
 import argparse
 import json
 import os
@@ -61,7 +62,9 @@ def build(name):
     return model, batch, loss_of, opt
 
 
-def run(name, allocator, compile_mode, steps):
+def run(name, allocator, compile_mode, steps, turn=None):
+    """turn (training.py's lockstep): turn.wait() before every step, turn.done() after it and its
+    calibration, so that another process's steps can run in between."""
     import torch
     if allocator == "umem":
         import umem.torch as ut
@@ -88,6 +91,8 @@ def run(name, allocator, compile_mode, steps):
     for i in range(steps):
         if i == steps // 2:
             before = torch.cuda.memory_stats()
+        if turn:
+            turn.wait()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
@@ -98,9 +103,12 @@ def run(name, allocator, compile_mode, steps):
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
         calibrations.append(calibration())
+        if turn:
+            turn.done()
     stats = torch.cuda.memory_stats()
     timed = slice(len(times) // 2, None)
     out = {"workload": name, "allocator": allocator, "compile": compile_mode, "losses": losses,
+           "step_ms": [1000 * t for t in times],
            "median_step_ms": 1000 * statistics.median(times[timed]),
            "median_calibration_ms": 1000 * statistics.median(calibrations[timed]),
            "peak_allocated_bytes": stats.get("allocated_bytes.all.peak"),

@@ -1,10 +1,13 @@
-"""The training benchmark's step-time verdict (bench/torch_alloc/step_verdict.py) on rounds of
-made-up trials whose true ratio is known, and training.py --from-log printing it from a log."""
+"""The training benchmark's step-time method without a GPU: the verdict
+(bench/torch_alloc/step_verdict.py) on made-up steps whose true ratio is known, training.py's
+lockstep of two forked trials (with a stand-in for the training), and --from-log printing the
+table from a log."""
 import json
 import os
 import random
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -12,95 +15,138 @@ BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "be
                      "torch_alloc")
 sys.path.insert(0, BENCH)
 import step_verdict as sv  # noqa: E402
-
-NAMES = ("torch", "torch-expandable", "umem", "control")
-
-
-def trial(step, calibration=1.1):
-    return {"median_step_ms": step, "median_calibration_ms": calibration}
+import training  # noqa: E402
 
 
-def made_up(n, factor, noise, seed=1, slow=(), control=1.0):
-    """n rounds of 13 ms steps times factor (umem) or control (the control), each trial off by a
-    uniform +-noise; the (round, name) pairs in `slow` ran 1.5 times slower, calibration too."""
+def machine_speed(steps, rng):
+    """The lent machine's speed over `steps` steps: blocks of 5-30 steps at 1.0 or 1.4-1.6 times
+    slower."""
+    speed = []
+    while len(speed) < steps:
+        speed += [rng.choice([1.0, rng.uniform(1.4, 1.6)])] * rng.randint(5, 30)
+    return speed[:steps]
+
+
+def lockstep(factor, noise, rng, steps=60):
+    """The steps of a pair: 13 ms times factor against 13 ms, both at the same machine speed,
+    each step off by a uniform +-noise."""
+    speed = machine_speed(steps, rng)
+    return ([13.0 * factor * s * (1 + rng.uniform(-noise, noise)) for s in speed],
+            [13.0 * s * (1 + rng.uniform(-noise, noise)) for s in speed])
+
+
+def ratios(rounds, factor, noise, seed=1):
     rng = random.Random(seed)
-    rounds = []
-    for r in range(n):
-        rnd = {}
-        for name in NAMES:
-            f = {"umem": factor, "control": control}.get(name, 1.0)
-            speed = 1.5 if (r, name) in slow else 1.0
-            rnd[name] = trial(13.0 * f * speed * (1 + rng.uniform(-noise, noise)), 1.1 * speed)
-        rounds.append(rnd)
-    return rounds
+    return [sv.pair_ratio(*lockstep(factor, noise, rng)) for _ in range(rounds)]
 
 
-def judge(rounds):
-    return sv.verdict(sv.interval(rounds, "umem", "torch"), sv.interval(rounds, "control", "torch"),
-                      1.02)
+def judge(measured, control):
+    return sv.verdict(sv.interval(measured), sv.interval(control), 1.02)
 
 
-def test_equal_allocators_on_a_quiet_machine_meet_the_target():
-    rounds = made_up(12, 1.0, 0.01)
-    lo, hi = sv.interval(rounds, "umem", "torch")
-    assert lo <= 1 <= hi and hi - lo < 0.03
-    assert judge(rounds) == "ok"
+def test_the_pair_ratio_sees_through_the_machine_speed():
+    # Half the steps 1.4-1.6 times slower on both sides: the ratio is the allocators' still.
+    for factor in (1.0, 1.03):
+        assert sv.pair_ratio(*lockstep(factor, 0.02, random.Random(3))) == pytest.approx(
+            factor, abs=0.01)
+
+
+def test_the_pair_ratio_uses_the_second_half():
+    assert sv.pair_ratio([9.0, 9.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]) == 1.0
+
+
+def test_a_pair_of_unequal_lengths_is_an_error():
+    with pytest.raises(ValueError, match="same number of steps"):
+        sv.pair_ratio([1.0, 2.0], [1.0])
+
+
+def test_equal_allocators_meet_the_target():
+    measured, control = ratios(10, 1.0, 0.03), ratios(10, 1.0, 0.03, seed=2)
+    lo, hi = sv.interval(measured)
+    assert lo <= 1 <= hi and hi < 1.02
+    assert judge(measured, control) == "ok"
 
 
 def test_a_clearly_slower_allocator_misses_it():
-    rounds = made_up(12, 1.06, 0.01)
-    assert sv.interval(rounds, "umem", "torch")[0] > 1.02
-    assert judge(rounds) == "MISSED"
+    measured = ratios(10, 1.05, 0.03)
+    assert sv.interval(measured)[0] > 1.02
+    assert judge(measured, ratios(10, 1.0, 0.03, seed=2)) == "MISSED"
 
 
 def test_a_small_difference_in_much_noise_is_inconclusive():
-    assert judge(made_up(6, 1.02, 0.05)) == "inconclusive"
+    assert judge(ratios(4, 1.02, 0.3), ratios(4, 1.0, 0.3, seed=2)) == "inconclusive"
 
 
 def test_a_control_that_reads_off_judges_nothing():
-    assert judge(made_up(12, 1.0, 0.01, control=1.06)) == "not judged (control off)"
+    assert judge(ratios(10, 1.0, 0.03), ratios(10, 1.06, 0.03)) == "not judged (control off)"
+    assert judge([], ratios(10, 1.0, 0.03)) == "not judged (no round)"
 
 
-def test_slow_trials_are_left_out():
-    # umem's trials ran slow in a third of the rounds; its full-speed trials are as fast as
-    # PyTorch's, so the ratio of the kept trials' medians is 1 within the noise.
-    slow = {(r, "umem") for r in range(0, 12, 3)}
-    rounds = made_up(12, 1.0, 0.01, slow=slow)
-    fastest = sv.fastest_calibration(rounds)
-    assert len(sv.full_speed([r["umem"] for r in rounds], fastest)) == 8
-    assert abs(sv.ratio(rounds, "umem", "torch", fastest) - 1) < 0.01
-    assert judge(rounds) == "ok"
+def test_the_interval_is_the_same_for_the_same_ratios():
+    r = ratios(10, 1.0, 0.05)
+    assert sv.interval(r) == sv.interval(r)
 
 
-def test_no_full_speed_trial_of_one_allocator_judges_nothing():
-    slow = {(r, "umem") for r in range(8)}
-    rounds = made_up(8, 1.0, 0.01, slow=slow)
-    assert sv.interval(rounds, "umem", "torch") is None
-    assert judge(rounds) == "not judged (too few full-speed trials)"
+def fake_child(workload, allocator, steps, turn):
+    """Stands in for the training: records when each step ran."""
+    if allocator == "torch-expandable":
+        raise RuntimeError("this trial fails")
+    times = []
+    for _ in range(steps):
+        turn.wait()
+        times.append(time.monotonic())
+        time.sleep(0.002)
+        turn.done()
+    return {"allocator": allocator, "times": times}
 
 
-def test_the_interval_is_the_same_for_the_same_rounds():
-    rounds = made_up(10, 1.0, 0.03)
-    assert sv.interval(rounds, "umem", "torch") == sv.interval(rounds, "umem", "torch")
+def test_lockstep_trials_take_turns_step_by_step(monkeypatch):
+    monkeypatch.setattr(training, "child", fake_child)
+    first, second = training.train("gpt2", ["umem", "torch"], 20)
+    assert (first["allocator"], second["allocator"]) == ("umem", "torch")
+    # Every step of the first ran before the same step of the second and after its step before.
+    for i in range(20):
+        assert first["times"][i] < second["times"][i]
+        if i:
+            assert second["times"][i - 1] < first["times"][i]
 
 
-@pytest.mark.parametrize("factor,expected", [(1.0, " ok |"), (1.06, " MISSED |")])
-def test_training_from_log_prints_the_verdict(tmp_path, factor, expected):
-    log = tmp_path / "training.jsonl"
-    with open(log, "w") as f:
-        for r, rnd in enumerate(made_up(10, factor, 0.01)):
-            for name, t in rnd.items():
-                f.write(json.dumps(dict(t, workload="gpt2", name=name, round=r, losses=[3.0] * 60,
-                                        peak_reserved_bytes=690e6 if name == "umem" else 696e6))
+def test_a_failing_trial_ends_its_partner_and_the_run(monkeypatch):
+    monkeypatch.setattr(training, "child", fake_child)
+    with pytest.raises(SystemExit, match="torch-expandable gpt2 failed:(.|\n)*this trial fails"):
+        training.train("gpt2", ["umem", "torch-expandable"], 20)
+
+
+def log_of(factor, rounds, path):
+    rng = random.Random(5)
+
+    def trial(steps, **k):
+        return dict(k, workload="gpt2", step_ms=steps, median_step_ms=sorted(steps)[30],
+                    median_calibration_ms=1.2, losses=[3.0] * 60,
+                    peak_reserved_bytes=690e6 if k["name"] == "umem" else 696e6)
+    with open(path, "w") as f:
+        f.write(json.dumps(trial([13.0] * 60, name="torch-expandable", round=0)) + "\n")
+        for r in range(rounds):
+            for pair, f_ in (("umem", factor), ("control", 1.0)):
+                a, b = lockstep(f_, 0.02, rng)
+                measured = "umem" if pair == "umem" else "torch"
+                f.write(json.dumps(trial(a, name=measured, round=r, pair=pair, side="measured"))
+                        + "\n")
+                f.write(json.dumps(trial(b, name="torch", round=r, pair=pair, side="anchor"))
                         + "\n")
         # A round cut short: one trial only, left out of the table.
-        f.write(json.dumps(dict(trial(40.0), workload="gpt2", name="umem", round=10,
-                                losses=[3.0] * 60, peak_reserved_bytes=690e6)) + "\n")
+        f.write(json.dumps(trial([40.0] * 60, name="umem", round=rounds, pair="umem",
+                                 side="measured")) + "\n")
+
+
+@pytest.mark.parametrize("factor,expected", [(1.0, "ok"), (1.06, "MISSED")])
+def test_training_from_log_prints_the_verdict(tmp_path, factor, expected):
+    log_of(factor, 8, tmp_path / "training.jsonl")
     out = subprocess.run([sys.executable, os.path.join(BENCH, "training.py"), "--from-log",
-                          str(log)], capture_output=True, text=True, check=True).stdout
+                          str(tmp_path / "training.jsonl")], capture_output=True, text=True,
+                         check=True).stdout
     row = next(line for line in out.splitlines() if line.startswith("| gpt2 |"))
     cells = [c.strip() for c in row.split("|")[1:-1]]
-    assert cells[1] == "10"  # rounds: the cut round is not one
-    assert cells[2] == "10 / 10 / 10 / 10"
-    assert cells[6].endswith(expected.strip(" |"))
+    assert cells[1] == "8"  # rounds: the cut round is not one
+    assert cells[5].endswith(" " + expected)
     assert cells[-2] == "0.991 ok" and cells[-1] == "yes"
