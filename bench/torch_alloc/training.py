@@ -7,9 +7,10 @@ trial and a trial of PyTorch's default allocator train side by side, taking turn
 and so do two trials of PyTorch's default (the "control": what the method reads between equal
 allocators), for ROUNDS rounds; which pair and which side of a pair goes first alternates from
 round to round. A pair's ratio is the median of its per-step ratios; the rounds' ratios are judged
-by their bootstrap interval: ok where the whole interval is at or below 1.02, MISSED where it is
-above, inconclusive otherwise, and not judged where the control's interval excludes 1. PyTorch
-with expandable segments trains once per workload, before the rounds, for the peak it reserves.
+by their bootstrap interval, widened on both sides by the control's margin (how far from 1 the
+control's interval reaches): ok where all of it is at or below 1.02, MISSED where all of it is
+above, inconclusive otherwise. PyTorch with expandable segments trains once per workload, before
+the rounds, for the peak it reserves.
 
 Every trial is a process of its own, forked from this one after it imported torch, transformers
 and torchvision without touching the GPU: the child initializes CUDA and its allocator (umem's
@@ -186,7 +187,8 @@ def report(trials, workloads_run, steps):
         print(f"| {w} | {len(rounds)} | {step['torch']:.2f} | {step['torch-expandable']:.2f} | "
               f"{step['umem']:.2f} | {shown(statistics.median(ratios['umem']), ci['umem'])} "
               f"{sv.verdict(ci['umem'], ci['control'], STEP_TARGET)} | "
-              f"{shown(statistics.median(ratios['control']), ci['control'])} | "
+              f"{shown(statistics.median(ratios['control']), ci['control'])}, margin "
+              f"{sv.margin(ci['control']):.3f} | "
               f"{f'{allocations / timed:.0f}' if allocations is not None else '-'} | {driver} | "
               f"{reserved['torch'] / 1e6:.0f} | {reserved['torch-expandable'] / 1e6:.0f} | "
               f"{reserved['umem'] / 1e6:.0f} | "

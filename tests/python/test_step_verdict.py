@@ -78,8 +78,23 @@ def test_a_small_difference_in_much_noise_is_inconclusive():
 
 
 def test_a_control_that_reads_off_judges_nothing():
-    assert judge(ratios(10, 1.0, 0.03), ratios(10, 1.06, 0.03)) == "not judged (control off)"
+    # A method that reads 6 % between equal allocators cannot tell 1.00 from 1.02.
+    control = ratios(10, 1.06, 0.03)
+    assert sv.margin(sv.interval(control)) > 0.05
+    assert judge(ratios(10, 1.0, 0.03), control) == "inconclusive"
+    assert judge(ratios(10, 1.10, 0.03), control) == "MISSED"
     assert judge([], ratios(10, 1.0, 0.03)) == "not judged (no round)"
+
+
+def test_a_control_a_little_off_widens_the_interval():
+    # The control's interval reaches 1 % below 1: an allocator 1.5 % faster is still judged,
+    # but one at 1.015 no longer fits under 1.02 with the margin.
+    assert sv.margin((0.99, 0.999)) == pytest.approx(0.01)
+    assert sv.margin((0.997, 1.004)) == pytest.approx(0.004)
+    assert sv.verdict((0.984, 0.989), (0.99, 0.999), 1.02) == "ok"
+    assert sv.verdict((1.012, 1.015), (0.99, 0.999), 1.02) == "inconclusive"
+    assert sv.verdict((1.012, 1.015), (0.998, 1.002), 1.02) == "ok"
+    assert sv.verdict((1.04, 1.05), (0.99, 0.999), 1.02) == "MISSED"
 
 
 def test_the_interval_is_the_same_for_the_same_ratios():
