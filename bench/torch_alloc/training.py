@@ -64,6 +64,10 @@ def preload():
         sys.exit("training.py: importing the workloads initialized CUDA; trials cannot be forked")
 
 
+class PartnerEnded(Exception):
+    """The other trial of a lockstep pair ended before this one's steps were done."""
+
+
 class Turn:
     """A trial's side of the lockstep: it waits for its turn on one pipe and hands it back on
     another (workloads.run calls wait() before every step and done() after it)."""
@@ -73,7 +77,7 @@ class Turn:
 
     def wait(self):
         if not os.read(self.go, 1):
-            raise RuntimeError("the lockstep ended early: the other trial of the pair failed")
+            raise PartnerEnded()
 
     def done(self):
         os.write(self.back, b".")
@@ -114,6 +118,8 @@ def train(workload, allocators, steps):
             result, go, back = mine[k]
             try:
                 out = {"ok": child(workload, allocator, steps, Turn(go, back) if n > 1 else None)}
+            except PartnerEnded:
+                out = {"partner_ended": True}
             except BaseException:  # noqa: B036 (reported to the parent, whatever it was)
                 out = {"error": traceback.format_exc()}
             with os.fdopen(result, "w") as f:
@@ -137,9 +143,9 @@ def train(workload, allocators, steps):
         _, status = os.waitpid(pid, 0)
         outs.append(json.loads(text) if text else {"error": f"died (wait status {status})"})
     for out, allocator in zip(outs, allocators):
-        if "error" in out and "lockstep ended early" not in out["error"]:
+        if "error" in out:
             sys.exit(f"{allocator} {workload} failed:\n{out['error']}")
-    if any("error" in out for out in outs):
+    if any("partner_ended" in out for out in outs):
         sys.exit(f"{workload}: the lockstep pair {allocators} ended early")
     return [out["ok"] for out in outs]
 
@@ -169,11 +175,11 @@ def report(trials, workloads_run, steps):
           "umem peak reserved (MB) | umem / expandable reserved (<= 1) | losses equal |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     timed = steps - steps // 2
+    rounds = {w: rounds_of(trials, w) for w in workloads_run}
+    ratios = {w: {p: [sv.pair_ratio(r[p][0]["step_ms"], r[p][1]["step_ms"]) for r in rounds[w]]
+                  for p in PAIRS} for w in workloads_run}
     for w in workloads_run:
-        rounds = rounds_of(trials, w)
-        ratios = {p: [sv.pair_ratio(r[p][0]["step_ms"], r[p][1]["step_ms"]) for r in rounds]
-                  for p in PAIRS}
-        ci = {p: sv.interval(ratios[p]) for p in PAIRS}
+        ci = {p: sv.interval(ratios[w][p]) for p in PAIRS}
         runs = {al: [t for t in trials if t["workload"] == w and t["name"] == al]
                 for al in ALLOCATORS}
         step = {al: statistics.median(x["median_step_ms"] for x in runs[al]) for al in ALLOCATORS}
@@ -184,17 +190,17 @@ def report(trials, workloads_run, steps):
         driver = " / ".join(str(first[al].get("timed.segment.all.allocated", "-"))
                             for al in ("torch", "umem"))
         reserved_ratio = reserved["umem"] / reserved["torch-expandable"]
-        print(f"| {w} | {len(rounds)} | {step['torch']:.2f} | {step['torch-expandable']:.2f} | "
-              f"{step['umem']:.2f} | {shown(statistics.median(ratios['umem']), ci['umem'])} "
+        print(f"| {w} | {len(rounds[w])} | {step['torch']:.2f} | {step['torch-expandable']:.2f} | "
+              f"{step['umem']:.2f} | {shown(statistics.median(ratios[w]['umem']), ci['umem'])} "
               f"{sv.verdict(ci['umem'], ci['control'], STEP_TARGET)} | "
-              f"{shown(statistics.median(ratios['control']), ci['control'])}, margin "
+              f"{shown(statistics.median(ratios[w]['control']), ci['control'])}, margin "
               f"{sv.margin(ci['control']):.3f} | "
               f"{f'{allocations / timed:.0f}' if allocations is not None else '-'} | {driver} | "
               f"{reserved['torch'] / 1e6:.0f} | {reserved['torch-expandable'] / 1e6:.0f} | "
               f"{reserved['umem'] / 1e6:.0f} | "
               f"{reserved_ratio:.3f} {'ok' if reserved_ratio <= 1 else 'MISSED'} | "
               f"{'yes' if len(losses) == 1 else 'NO'} |")
-    umem_first = {w: rounds_of(trials, w)[0]["umem"][0] for w in workloads_run}
+    umem_first = {w: rounds[w][0]["umem"][0] for w in workloads_run}
     print(f"\nsteps {steps} (ratios over the last {timed}); umem params in umem memory: " +
           ", ".join(f"{w} {x.get('umem_params_on_umem')}/{x.get('params')}"
                     for w, x in umem_first.items()))
@@ -202,10 +208,9 @@ def report(trials, workloads_run, steps):
     for w in workloads_run:
         for p in PAIRS:
             print(f"- {w} {p}: " + ", ".join(
-                f"{sv.pair_ratio(a['step_ms'], b['step_ms']):.3f} ({a['median_step_ms']:.2f}/"
-                f"{b['median_step_ms']:.2f}, {a['median_calibration_ms']:.2f}/"
-                f"{b['median_calibration_ms']:.2f})"
-                for a, b in (r[p] for r in rounds_of(trials, w))))
+                f"{x:.3f} ({a['median_step_ms']:.2f}/{b['median_step_ms']:.2f}, "
+                f"{a['median_calibration_ms']:.2f}/{b['median_calibration_ms']:.2f})"
+                for x, (a, b) in zip(ratios[w][p], (r[p] for r in rounds[w]))))
     sys.stdout.flush()
 
 
