@@ -180,8 +180,12 @@ def report(trials, workloads_run, steps):
                   for p in PAIRS} for w in workloads_run}
     for w in workloads_run:
         ci = {p: sv.interval(ratios[w][p]) for p in PAIRS}
-        runs = {al: [t for t in trials if t["workload"] == w and t["name"] == al]
-                for al in ALLOCATORS}
+        # The trials of the complete rounds (a round cut short is in none of the columns), and
+        # the one with expandable segments.
+        in_rounds = [t for r in rounds[w] for pair in r.values() for t in pair]
+        runs = {al: [t for t in in_rounds if t["name"] == al] for al in PAIRS["umem"]}
+        runs["torch-expandable"] = [t for t in trials
+                                    if t["workload"] == w and t["name"] == "torch-expandable"]
         step = {al: statistics.median(x["median_step_ms"] for x in runs[al]) for al in ALLOCATORS}
         reserved = {al: max(x["peak_reserved_bytes"] for x in runs[al]) for al in ALLOCATORS}
         losses = {tuple(x["losses"]) for al in ALLOCATORS for x in runs[al]}

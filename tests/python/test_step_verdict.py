@@ -5,6 +5,7 @@ table from a log."""
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -163,5 +164,9 @@ def test_training_from_log_prints_the_verdict(tmp_path, factor, expected):
     row = next(line for line in out.splitlines() if line.startswith("| gpt2 |"))
     cells = [c.strip() for c in row.split("|")[1:-1]]
     assert cells[1] == "8"  # rounds: the cut round is not one
+    with open(tmp_path / "training.jsonl") as f:
+        umem = [t["median_step_ms"] for t in map(json.loads, f)
+                if t["name"] == "umem" and t["round"] < 8]
+    assert cells[4] == f"{statistics.median(umem):.2f}"  # nor is its trial in the step column
     assert cells[5].endswith(" " + expected)
     assert cells[-2] == "0.991 ok" and cells[-1] == "yes"
