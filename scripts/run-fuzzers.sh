@@ -6,6 +6,7 @@
 # Usage: scripts/run-fuzzers.sh BUILD_DIR SECONDS_PER_TARGET
 #   BUILD_DIR  a build directory for fuzzing only (configured here with clang if new)
 #   UMEM_FIXTURES_DIR overrides the captures' folder (default ../shared/fixtures/machines).
+# The targets run as many at a time as there are cores.
 # Exits non-zero if any target crashes, hangs or a sanitizer reports; the input that did it is
 # kept in BUILD_DIR/fuzz-findings/ and the end of the target's log is printed.
 set -euo pipefail
@@ -43,14 +44,24 @@ cp "$fixtures"/kfd_* "$root"/tests/fuzz/kfd_seeds/* "$work/kfd_topology/"
 
 findings=$build/fuzz-findings
 mkdir -p "$findings"
-status=0
+# One libFuzzer process uses one core: the targets run as many at a time as there are cores,
+# each for its full time, and are reported in order once all have ended.
+slots=$(nproc)
+pids=()
 for target in "${targets[@]}"; do
   args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536
         -print_final_stats=1 -artifact_prefix="$findings/$target-")
   dict=$root/tests/fuzz/$target.dict
   [[ -f $dict ]] && args+=(-dict="$dict")
+  while (( $(jobs -rp | wc -l) >= slots )); do wait -n || true; done
+  "$build/tests/fuzz/fuzz_$target" "${args[@]}" "$work/$target" >"$work/$target.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for k in "${!targets[@]}"; do
+  target=${targets[$k]}
   log=$work/$target.log
-  if "$build/tests/fuzz/fuzz_$target" "${args[@]}" "$work/$target" >"$log" 2>&1; then
+  if wait "${pids[$k]}"; then
     runs=$(grep -m1 'stat::number_of_executed_units' "$log" | awk '{print $2}')
     corpus=$(find "$work/$target" -type f | wc -l)
     echo "fuzz_$target: no finding in ${seconds}s ($runs runs, corpus $corpus inputs)"
