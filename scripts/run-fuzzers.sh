@@ -44,8 +44,8 @@ cp "$fixtures"/kfd_* "$root"/tests/fuzz/kfd_seeds/* "$work/kfd_topology/"
 
 findings=$build/fuzz-findings
 mkdir -p "$findings"
-# One libFuzzer process uses one core: the targets run as many at a time as there are cores,
-# each for its full time, and are reported in order once all have ended.
+# One libFuzzer process uses one core; each target still gets its full time, and all are
+# reported in order once all have ended.
 slots=$(nproc)
 pids=()
 for target in "${targets[@]}"; do

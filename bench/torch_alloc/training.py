@@ -183,9 +183,8 @@ def report(trials, workloads_run, steps):
         # The trials of the complete rounds (a round cut short is in none of the columns), and
         # the one with expandable segments.
         in_rounds = [t for r in rounds[w] for pair in r.values() for t in pair]
-        runs = {al: [t for t in in_rounds if t["name"] == al] for al in PAIRS["umem"]}
-        runs["torch-expandable"] = [t for t in trials
-                                    if t["workload"] == w and t["name"] == "torch-expandable"]
+        expandable = [t for t in trials if t["workload"] == w and t["name"] == "torch-expandable"]
+        runs = {al: [t for t in in_rounds + expandable if t["name"] == al] for al in ALLOCATORS}
         step = {al: statistics.median(x["median_step_ms"] for x in runs[al]) for al in ALLOCATORS}
         reserved = {al: max(x["peak_reserved_bytes"] for x in runs[al]) for al in ALLOCATORS}
         losses = {tuple(x["losses"]) for al in ALLOCATORS for x in runs[al]}
