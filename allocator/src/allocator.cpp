@@ -30,6 +30,8 @@ namespace {
 
 using pool_key = std::tuple<int, std::vector<int>, int>;  // bind mode, nodes, coherence
 
+// The front end asks the cache its thread used last, with no call (Note [Fast front end]).
+constexpr auto last_used = caching_pool::cache_lookup::last_used;
 constexpr std::size_t device_small_grow_max = std::size_t{256} << 10;  // Note [Device pools]
 
 pool_key key_of(const node_binding& b, coherence kind) {
@@ -69,7 +71,9 @@ byte_limits to_byte_limits(const resolved_limits& r) {
 // pools (pools live as long as the allocator), read without locks, and frees in the same pool
 // lock that decides ownership. Both keep their fast path (the newest pool's cache) small and
 // inline, and the rest out of line (allocate_slow, deallocate_slow), so that a hit's frame holds
-// none of the slow path's locals (placement copies, strings). With one pool, no global_peak_tracker is fed: that
+// none of the slow path's locals (placement copies, strings); and the fast path asks that cache
+// only if the thread used its pool last (cache_lookup::last_used: no call on a hit), leaving the
+// registry lookup to the slow path. With one pool, no global_peak_tracker is fed: that
 // pool's peaks are the total's (Note [Merged peaks]); the second pool attaches the first.
 // Device pools (Note [Device placements] in allocator.hpp) are in the same list, so ownership
 // costs nothing more; a `device:D` request finds its GPU's pool through a per-GPU slot, read
@@ -353,13 +357,13 @@ allocator::~allocator() = default;
 void* allocator::allocate(std::size_t bytes, const request& r) {
   if (!r.where && !r.kind && !r.own_segment)
     if (caching_pool* fixed = impl_->policy_home.load(std::memory_order_acquire))
-      if (void* p = fixed->allocate_cached(bytes)) return p;  // Note [Fast path]
+      if (void* p = fixed->allocate_cached<last_used>(bytes)) return p;  // Note [Fast path]
   return impl::allocate_slow(*this, bytes, r);
 }
 
 void* allocator::allocate(std::size_t bytes) {
   if (caching_pool* fixed = impl_->policy_home.load(std::memory_order_acquire))
-    if (void* p = fixed->allocate_cached(bytes)) return p;  // Note [Fast path]
+    if (void* p = fixed->allocate_cached<last_used>(bytes)) return p;  // Note [Fast path]
   return impl::allocate_slow(*this, bytes);
 }
 
@@ -429,7 +433,7 @@ void allocator::set_reclaim_hooks(reclaim_hooks hooks) { impl_->hooks = std::mov
 void allocator::deallocate(void* p) {
   if (p == nullptr) return;
   const impl::pool_entry* first = impl_->first_pool();
-  if (first && first->pool->deallocate_cached(p)) return;  // Note [Fast path]
+  if (first && first->pool->deallocate_cached<last_used>(p)) return;  // Note [Fast path]
   impl::deallocate_slow(first, p);
 }
 

@@ -189,6 +189,27 @@ TEST(Allocator, ABlockOfAnOlderPoolGoesIntoItsThreadCache) {
   EXPECT_EQ(stats.at("requested_bytes.all.freed"), 3 * 4096);
 }
 
+// The front end asks only the cache its thread used last (Note [Fast front end]): a thread that
+// alternates between two pools must still be served from both caches, through the slow path.
+TEST(Allocator, AThreadAlternatingBetweenPoolsIsServedFromBothCaches) {
+  four_node_allocator f("policy:node:0");
+  const request node1{placement{placement_kind::node, 1, {}}, {}};
+  void* x = f.a->allocate(4096);
+  void* y = f.a->allocate(4096, node1);
+  for (int i = 0; i < 10; ++i) {
+    f.a->deallocate(x);
+    f.a->deallocate(y);
+    EXPECT_EQ(f.a->allocate(4096), x) << "round " << i;
+    EXPECT_EQ(f.a->allocate(4096, node1), y) << "round " << i;
+  }
+  const auto stats = f.a->memory_stats();
+  EXPECT_EQ(stats.at("cache_hits"), 20);
+  EXPECT_EQ(stats.at("allocation.all.allocated"), 22);
+  f.a->deallocate(x);
+  f.a->deallocate(y);
+  EXPECT_EQ(f.a->memory_stats().at("allocation.all.current"), 0);
+}
+
 // Threads allocate through the default route and explicit nodes (creating pools while others
 // free), each freeing its own blocks: no block is handed out twice and the totals add up.
 TEST(Allocator, ThreadsSharingTheFrontEndKeepBlocksApartAndStatsExact) {

@@ -51,6 +51,15 @@ std::size_t count_state(const pool_snapshot& s, bool thread_cached, bool allocat
   return n;
 }
 
+// Whether a block that callers hold (allocated, not thread-cached) starts at `p`.
+bool held_by_caller(const pool_snapshot& s, const void* p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  for (const auto& seg : s.segments)
+    for (const auto& b : seg.blocks)
+      if (seg.base + b.offset == address) return b.allocated && !b.thread_cached;
+  return false;
+}
+
 TEST(thread_cache, a_freed_block_is_reused_by_its_thread_and_counted_as_free) {
   fake_upstream up;
   caching_pool pool(up, node0, coherence::fine, cached());
@@ -93,6 +102,33 @@ TEST(thread_cache, a_larger_request_of_the_same_class_is_not_served_by_a_smaller
   EXPECT_EQ(again, small);
   pool.deallocate(larger);
   pool.deallocate(again);
+}
+
+// A bin is a stack of eight: its top and seven below (Note [Thread cache fast path]). Each hit
+// hands out the top and moves the next one up; the ninth free finds the bin full.
+TEST(thread_cache, a_bin_keeps_eight_blocks_and_hands_out_the_last_freed_first) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached());
+  std::vector<void*> p;
+  for (int i = 0; i < 9; ++i) p.push_back(pool.allocate(4 * KiB));
+  for (void* q : p) pool.deallocate(q);
+  EXPECT_EQ(count_state(pool.snapshot(), true, false), 8u);  // the ninth went to the pool
+  const std::int64_t hits_before = pool.stats()[counter::cache_hits];
+  for (int i = 7; i >= 0; --i) {
+    void* q = pool.allocate(4000);
+    EXPECT_EQ(q, p[static_cast<std::size_t>(i)]) << "hit " << 8 - i;
+    EXPECT_EQ(pool.block_size(q), 4 * KiB);
+  }
+  pool_stats s = pool.stats();
+  EXPECT_EQ(s[counter::cache_hits], hits_before + 8);
+  EXPECT_EQ(gauge(s, metric::allocation).current, 8);
+  EXPECT_EQ(gauge(s, metric::requested_bytes).current, 8 * 4000);
+  EXPECT_EQ(count_state(pool.snapshot(), true, false), 0u);
+  for (int i = 0; i < 8; ++i) pool.deallocate(p[static_cast<std::size_t>(i)]);
+  s = pool.stats();
+  EXPECT_EQ(gauge(s, metric::allocation).current, 0);
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).freed, static_cast<std::int64_t>(17 * 4 * KiB));
+  EXPECT_EQ(pool.trim(), 2 * MiB);  // every block back: one free segment
 }
 
 TEST(thread_cache, double_free_on_the_same_thread_is_reported_and_changes_nothing) {
@@ -172,6 +208,49 @@ TEST(thread_cache, trim_takes_blocks_back_from_a_living_thread) {
   sync.arrive_and_wait();
   worker.join();  // the worker's cache was emptied: its allocation needed a new segment
   EXPECT_EQ(up.allocate_calls(), 2u);
+}
+
+// After a trim emptied a bin behind its owner's back, the owner's view of it (a top and one
+// block below) is stale: its next free must start the bin afresh and its allocations must never
+// hand out the blocks the trim took.
+TEST(thread_cache, a_bin_emptied_by_a_trim_is_refilled_and_serves_only_new_blocks) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached());
+  std::barrier sync(2);
+  void* a = nullptr;
+  void* b = nullptr;
+  void* c = nullptr;
+  void* hit = nullptr;
+  void* miss = nullptr;
+  bool pool_handed_out_miss = false;
+  std::thread worker([&] {
+    a = pool.allocate(4 * KiB);
+    b = pool.allocate(4 * KiB);
+    c = pool.allocate(4 * KiB);
+    pool.deallocate(a);
+    pool.deallocate(b);  // the bin: b on top of a
+    sync.arrive_and_wait();
+    sync.arrive_and_wait();  // main trimmed meanwhile
+    pool.deallocate(c);
+    hit = pool.allocate(4 * KiB);
+    miss = pool.allocate(4 * KiB);
+    pool_handed_out_miss = held_by_caller(pool.snapshot(), miss);  // not a taken block's ghost
+    pool.deallocate(hit);
+    pool.deallocate(miss);
+  });
+  sync.arrive_and_wait();
+  EXPECT_EQ(count_state(pool.snapshot(), true, false), 2u);
+  pool.trim();  // takes a and b out of the worker's bin; c keeps the segment
+  EXPECT_EQ(count_state(pool.snapshot(), true, false), 0u);
+  sync.arrive_and_wait();
+  worker.join();
+  EXPECT_EQ(hit, c) << "c went into the emptied bin and came back out";
+  EXPECT_NE(miss, c);
+  EXPECT_TRUE(pool_handed_out_miss) << "the pool's own block, as the pool knows it";
+  const pool_stats s = pool.stats();
+  EXPECT_EQ(gauge(s, metric::allocation).current, 0);
+  EXPECT_EQ(gauge(s, metric::allocation).allocated, 5);
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 0);
 }
 
 TEST(thread_cache, a_thread_returns_its_blocks_when_it_exits) {

@@ -31,23 +31,27 @@ thread_cache_totals& thread_cache_totals::operator+=(const thread_cache_totals& 
 
 thread_cache::thread_cache(std::size_t capacity_bytes, std::size_t small_max)
     : capacity_(capacity_bytes), small_max_(small_max) {
-  for (std::size_t i = big_bin_first; i < bin_count; ++i) bins_[i].limit = slots_of(i);
+  for (std::size_t i = big_bin_first; i < bin_count; ++i) bins_[i].limit = slots_of(i) - 1;
 }
 
 void thread_cache::steal(std::vector<block*>& out) {
   // After request_steal() and the heavy fence the owner either saw the request (and keeps out of
   // the bins) or is busy now and will finish its operation first.
   while (busy_.load(std::memory_order_acquire)) std::this_thread::yield();
-  for (bin& bn : bins_)
-    for (std::atomic<block*>& slot : bn.slots)
-      if (block* b = slot.load(std::memory_order_acquire)) {
-        slot.store(nullptr, relaxed);
-        stolen_counters& s = stolen_[class_of(b->size)];
-        s.bytes.store(s.bytes.load(relaxed) + signed_size(b->size), relaxed);
-        s.count.store(s.count.load(relaxed) + 1, relaxed);
-        stolen_bytes_.store(stolen_bytes_.load(relaxed) + signed_size(b->size), relaxed);
-        out.push_back(b);
-      }
+  auto take = [&](std::atomic<block*>& slot) {
+    block* b = slot.load(std::memory_order_acquire);
+    if (b == nullptr) return;
+    slot.store(nullptr, relaxed);
+    stolen_counters& s = stolen_[class_of(b->size)];
+    s.bytes.store(s.bytes.load(relaxed) + signed_size(b->size), relaxed);
+    s.count.store(s.count.load(relaxed) + 1, relaxed);
+    stolen_bytes_.store(stolen_bytes_.load(relaxed) + signed_size(b->size), relaxed);
+    out.push_back(b);
+  };
+  for (bin& bn : bins_) {
+    take(bn.top);  // the whole bin: the owner reads a null top as "all gone"
+    for (std::atomic<block*>& slot : bn.slots) take(slot);
+  }
   steal_pending_.store(false, std::memory_order_release);
 }
 
@@ -58,16 +62,16 @@ std::size_t thread_cache::return_big(std::span<block*, big_bins> out) {
   std::size_t n = 0;
   for (std::uint64_t filled = big_filled_; filled != 0; filled &= filled - 1) {
     bin& bn = bins_[big_bin_first + static_cast<std::size_t>(std::countr_zero(filled))];
-    for (std::uint32_t s = 0; s < bn.count; ++s)  // big bins have one slot
-      if (block* b = bn.slots[s].load(std::memory_order_acquire)) {
-        bn.slots[s].store(nullptr, relaxed);
-        stolen_counters& r = returned_[class_of(b->size)];
-        r.bytes.store(r.bytes.load(relaxed) + signed_size(b->size), relaxed);
-        r.count.store(r.count.load(relaxed) + 1, relaxed);
-        held_ -= signed_size(b->size);
-        out[n++] = b;
-      }
-    bn.count = 0;
+    if (block* b = bn.top.load(std::memory_order_acquire)) {  // big bins hold the top alone
+      bn.top.store(nullptr, relaxed);
+      stolen_counters& r = returned_[class_of(b->size)];
+      r.bytes.store(r.bytes.load(relaxed) + signed_size(b->size), relaxed);
+      r.count.store(r.count.load(relaxed) + 1, relaxed);
+      held_ -= signed_size(b->size);
+      out[n++] = b;
+    }
+    bn.top_size = 0;
+    bn.below = 0;
   }
   big_filled_ = 0;
   return n;

@@ -201,22 +201,27 @@ class caching_pool {
   void count_retry();
   [[noreturn]] void throw_out_of_memory(std::size_t request, const std::string& why,
                                         const std::string& context = {});
+  // Which of the calling thread's caches the fast path asks: `any` finds it in the registry when
+  // the thread last used another pool (and an allocation creates it); `last_used` asks it only
+  // when this pool was the thread's last: a compare of thread-local memory and no call, so that
+  // the allocator's front end makes no call on a hit (Note [Fast front end]).
+  enum class cache_lookup { any, last_used };
   // The fast path alone (Note [Fast path]), inline for the allocator's front end: a block from the
   // calling thread's cache, or nullptr (then allocate() decides). Never throws.
+  template <cache_lookup lookup = cache_lookup::any>
   [[gnu::always_inline]] void* allocate_cached(std::size_t bytes) {
     const std::size_t align = config_.alignment;
     // A request of 0 or above SIZE_MAX - align rounds to 0 here, rejected with the too big ones.
     const std::size_t rounded = (bytes + align - 1) & ~(align - 1);
     if (rounded - 1 >= thread_cache::largest_cached) return nullptr;
-    thread_cache* mine = my_cache();
+    thread_cache* mine = lookup == cache_lookup::any ? my_cache() : last_used_cache();
     if (mine == nullptr) return nullptr;
-    block* b = mine->take(rounded, bytes);
-    return b ? reinterpret_cast<void*>(b->address) : nullptr;
+    return mine->take(rounded, bytes);
   }
   // True when `p` went into the calling thread's cache; false: deallocate() decides.
+  template <cache_lookup lookup = cache_lookup::any>
   [[gnu::always_inline]] bool deallocate_cached(const void* p) {
-    const detail::last_thread_cache& last = detail::t_last_cache;
-    thread_cache* mine = last.serial == cache_serial_ ? last.cache : threads_->mine_if_any();
+    thread_cache* mine = lookup == cache_lookup::any ? my_cache_if_any() : last_used_cache();
     return mine != nullptr && mine->put(p);
   }
   // Returns a block from allocate() to the cache; nullptr is ignored. Throws
@@ -340,6 +345,16 @@ class caching_pool {
   thread_cache* my_cache() {
     const detail::last_thread_cache& last = detail::t_last_cache;
     return last.serial == cache_serial_ ? last.cache : threads_->mine();
+  }
+  // The same without creating it.
+  thread_cache* my_cache_if_any() {
+    const detail::last_thread_cache& last = detail::t_last_cache;
+    return last.serial == cache_serial_ ? last.cache : threads_->mine_if_any();
+  }
+  // The calling thread's cache if this pool was the last it used, else nullptr.
+  thread_cache* last_used_cache() const {
+    const detail::last_thread_cache& last = detail::t_last_cache;
+    return last.serial == cache_serial_ ? last.cache : nullptr;
   }
 
   upstream_source& upstream_;

@@ -39,8 +39,14 @@
 // as little as the guarantees above allow: they are always inlined into the allocator's front
 // end (not inlined, GCC called them, and even bump(), out of line); the bins live in the object
 // (no pointer to follow); the table entry keeps no request (the block's live_requested has it,
-// written by this thread); a bin keeps its slot limit beside its count; and the size check of a
-// request is the caller's (allocate_cached).
+// written by this thread); and the size check of a request is the caller's (allocate_cached).
+// Their cost on a hit is a chain of loads, each waiting for the store before it: a bin's top is
+// what the last free stored, and a table entry what the last allocation stored. So the chain is
+// kept short. A bin keeps its top block apart from the slots below it, with the top's address
+// and size beside it (take() reads no count first, and needs the block itself only for its
+// ticket); a table entry keeps the block's size and bin (put() needs no load from the block but
+// its ticket). Before, take() read the count, then the slot, then the block's size and address
+// (docs/benchmarks.md: what that cost at 64 KiB).
 #pragma once
 
 #include <array>
@@ -92,9 +98,10 @@ class thread_cache {
 
   // --- Owner thread only; defined below, always inlined: they are the fast path (Note [Thread
   // cache fast path]). ---
-  // A cached block of at least `rounded` bytes (same size class) marked live for `request`, or
-  // nullptr. Requires 0 < rounded <= largest_cached (the caller checks the request).
-  block* take(std::size_t rounded, std::size_t request);
+  // The address of a cached block of at least `rounded` bytes (same size class), now marked
+  // live for `request`, or nullptr. Requires 0 < rounded <= largest_cached (the caller checks
+  // the request).
+  void* take(std::size_t rounded, std::size_t request);
   // Remembers a block the pool just handed to this thread (its ticket as the pool set it; its
   // live_requested the request). Blocks above largest_cached are never cached, so not remembered.
   void remember(block* b, std::uint64_t ticket);
@@ -114,17 +121,24 @@ class thread_cache {
 
  private:
   // The request is not kept here: the block's live_requested holds it (the owner's own write).
+  // Cached blocks are at most largest_cached, so their size fits 32 bits.
   struct entry {
     std::uintptr_t address = 0;  // 0: empty
     block* b = nullptr;
     std::uint64_t ticket = 0;
-    std::uint32_t bin = 0;    // bin_of(b->size), for the free
-    std::uint32_t class_index = 0;  // class_of(b->size): which counters
+    std::uint32_t size = 0;  // b->size: the matching ticket says it has not changed
+    std::uint32_t bin = 0;   // bin_of(size)
   };
-  struct bin {
-    std::array<std::atomic<block*>, slots_per_bin> slots{};
-    std::uint32_t count = 0;  // owner's view; slots below it may have been stolen (null)
-    std::uint32_t limit = slots_per_bin;  // slots_of(this bin), kept beside count for the free
+  // A stack of blocks: the top apart, with the owner's copies of its address and size, and the
+  // others in `slots` (Note [Thread cache fast path]). A steal empties the whole bin, so a null
+  // top tells the owner that the slots below it are gone too, whatever `below` says.
+  struct alignas(32) bin {
+    std::atomic<block*> top{nullptr};
+    std::uintptr_t top_address = 0;
+    std::size_t top_size = 0;  // 0: the owner left the bin empty
+    std::uint32_t below = 0;   // blocks in slots (owner's view)
+    std::uint32_t limit = slots_per_bin - 1;  // slots_of(this bin) - 1: room under the top
+    std::array<std::atomic<block*>, slots_per_bin - 1> slots{};
   };
   // The owner's side of the protocol, around every bin operation: `ok` false means a steal is
   // pending and the caller must take the pool's path.
@@ -200,45 +214,52 @@ class thread_cache {
   std::atomic<bool> steal_pending_{false};  // a stealer wants the bins
 };
 
-[[gnu::always_inline]] inline block* thread_cache::take(std::size_t rounded,
-                                                         std::size_t request) {
+[[gnu::always_inline]] inline void* thread_cache::take(std::size_t rounded,
+                                                        std::size_t request) {
   const std::size_t index = bin_of(rounded);
   bin& bn = bins_[index];
-  const std::uint32_t count = bn.count;
-  if (count == 0) return nullptr;
+  const std::size_t size = bn.top_size;
+  if (size < rounded) return nullptr;  // empty, or a smaller block of the class: left for one
   const owner_section section(*this);
   if (!section.ok()) return nullptr;
-  std::atomic<block*>& top = bn.slots[count - 1];
-  block* b = top.load(std::memory_order_acquire);
+  block* b = bn.top.load(std::memory_order_acquire);
   if (b == nullptr) {  // a stealer emptied the bin
-    bn.count = 0;
+    bn.top_size = 0;
+    bn.below = 0;
     return nullptr;
   }
-  const std::size_t size = b->size;
-  if (size < rounded) return nullptr;  // same class, smaller block: left for a smaller request
-  top.store(nullptr, std::memory_order_relaxed);
-  bn.count = count - 1;
-  if (index >= big_bin_first && count == 1)
-    big_filled_ &= ~(std::uint64_t{1} << (index - big_bin_first));
+  const std::uintptr_t address = bn.top_address;
+  if (const std::uint32_t below = bn.below; below != 0) {
+    std::atomic<block*>& slot = bn.slots[below - 1];
+    block* next = slot.load(std::memory_order_relaxed);  // not stolen: the top was not
+    slot.store(nullptr, std::memory_order_relaxed);
+    bn.top.store(next, std::memory_order_relaxed);
+    bn.top_address = next->address;
+    bn.top_size = next->size;
+    bn.below = below - 1;
+  } else {
+    bn.top.store(nullptr, std::memory_order_relaxed);
+    bn.top_size = 0;
+    if (index >= big_bin_first) big_filled_ &= ~(std::uint64_t{1} << (index - big_bin_first));
+  }
   held_ -= static_cast<std::int64_t>(size);
   const std::uint64_t t = ticket::with_state(b->ticket.load(std::memory_order_relaxed), ticket::live);
   b->live_requested.store(request, std::memory_order_relaxed);
   b->ticket.store(t, std::memory_order_release);
-  const std::size_t class_index = class_of(size);
-  table_[slot_of(b->address)] = entry{b->address, b, t, static_cast<std::uint32_t>(index),
-                                      static_cast<std::uint32_t>(class_index)};
-  counters& k = counters_[class_index];
+  table_[slot_of(address)] = entry{address, b, t, static_cast<std::uint32_t>(size),
+                                   static_cast<std::uint32_t>(index)};
+  counters& k = counters_[class_of(size)];
   bump(k.alloc_bytes, static_cast<std::int64_t>(size));
   bump(k.alloc_count, 1);
   bump(k.alloc_requested, static_cast<std::int64_t>(request));
-  return b;
+  return reinterpret_cast<void*>(address);
 }
 
 inline void thread_cache::remember(block* b, std::uint64_t t) {
   const std::size_t size = b->size;
   if (size > largest_cached) return;
-  table_[slot_of(b->address)] = entry{b->address, b, t, static_cast<std::uint32_t>(bin_of(size)),
-                                      static_cast<std::uint32_t>(class_of(size))};
+  table_[slot_of(b->address)] = entry{b->address, b, t, static_cast<std::uint32_t>(size),
+                                      static_cast<std::uint32_t>(bin_of(size))};
 }
 
 [[gnu::always_inline]] inline bool thread_cache::put(const void* p) {
@@ -252,23 +273,30 @@ inline void thread_cache::remember(block* b, std::uint64_t t) {
   // race in the caller's program (Note [Thread cache]).
   if (mine.b->ticket.load(std::memory_order_acquire) != mine.ticket)
     return false;  // freed elsewhere since (and maybe reused): the locked path says what it is
-  // The ticket matched, so the block is still this thread's: its size cannot change, and it is
+  // The ticket matched, so the block is still this thread's: its size is the entry's, and it is
   // at most largest_cached (remember() and take() keep no others).
-  const std::size_t size = mine.b->size;
+  const std::size_t size = mine.size;
   bin& bn = bins_[mine.bin];
-  const std::uint32_t count = bn.count;
+  const std::uint32_t below = bn.below;
   const auto held = held_ - stolen_bytes_.load(std::memory_order_relaxed);
-  if (count == bn.limit ||
+  if ((bn.top_size != 0 && below == bn.limit) ||
       held + static_cast<std::int64_t>(size) > static_cast<std::int64_t>(capacity_))
     return false;
   const owner_section section(*this);
   if (!section.ok()) return false;
+  if (block* old = bn.top.load(std::memory_order_relaxed)) {
+    bn.slots[below].store(old, std::memory_order_release);
+    bn.below = below + 1;
+  } else {
+    bn.below = 0;  // empty, or emptied by a stealer
+  }
   mine.b->ticket.store(ticket::with_state(mine.ticket, ticket::cached), std::memory_order_release);
-  bn.slots[count].store(mine.b, std::memory_order_release);
-  bn.count = count + 1;
+  bn.top.store(mine.b, std::memory_order_release);
+  bn.top_address = address;
+  bn.top_size = size;
   if (mine.bin >= big_bin_first) big_filled_ |= std::uint64_t{1} << (mine.bin - big_bin_first);
   held_ += static_cast<std::int64_t>(size);
-  counters& k = counters_[mine.class_index];
+  counters& k = counters_[class_of(size)];
   bump(k.free_bytes, static_cast<std::int64_t>(size));
   bump(k.free_count, 1);
   bump(k.free_requested,
