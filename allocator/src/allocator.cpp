@@ -530,6 +530,10 @@ residency_report allocator::residency(const void* p, std::size_t bytes) const {
 
 bool allocator::gpu_accessible() const { return impl_->mapper->gpu_accessible(); }
 
+std::shared_ptr<void> allocator::register_foreign(const void* p, std::size_t bytes) const {
+  return impl_->mapper->register_foreign(p, bytes);
+}
+
 const topology& allocator::topo() const { return impl_->topo; }
 
 const alloc_options& allocator::options() const { return impl_->options; }

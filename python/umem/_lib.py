@@ -67,6 +67,8 @@ def _declare(lib):
         "umem_torch_memory_stats_json": (c.c_void_p, [c.c_int]),
         "umem_torch_reset_peak_stats": (c.c_int, [c.c_int]),
         "umem_torch_gpu_access_json": (c.c_void_p, [c.c_void_p, c.c_size_t]),
+        "umem_torch_alias_register": (c.c_int, [c.c_void_p, c.c_size_t, c.POINTER(c.c_void_p)]),
+        "umem_torch_alias_release": (c.c_int, [c.c_void_p]),
         "umem_torch_residency_json": (c.c_void_p, [c.c_void_p, c.c_size_t]),
         "umem_torch_topology_json": (c.c_void_p, [c.c_char_p]),
         "umem_torch_checkpoint_json": (c.c_void_p, [c.c_char_p]),

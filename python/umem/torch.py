@@ -561,7 +561,8 @@ _DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_
                              ("deleter", _DELETER)]
 
 _KDL_CPU, _KDL_CUDA, _KDL_ROCM = 1, 2, 10
-_live_aliases = {}  # address of a DLManagedTensor -> (struct, shape array, owner)
+# address of a DLManagedTensor -> (struct, shape array, owner, registration handle or None)
+_live_aliases = {}
 # Re-entrant: a garbage collection inside a locked section can free another alias, and its
 # DLPack deleter (_release_alias) then runs on this same thread and takes the lock again.
 _alias_lock = threading.RLock()
@@ -569,11 +570,15 @@ _lib.hold_across_fork(_enable_lock, _alias_lock)
 
 
 @_DELETER
-def _release_alias(managed, aliases=_live_aliases, lock=_alias_lock, addressof=ctypes.addressof):
+def _release_alias(managed, aliases=_live_aliases, lock=_alias_lock, addressof=ctypes.addressof,
+                   lib=_lib):
     # PyTorch calls this when the alias's storage dies (any thread; ctypes takes the GIL), also
     # during interpreter shutdown after this module's globals are cleared: hence the defaults.
+    # The registration goes before the owner: the memory must not be freed while registered.
     with lock:
-        aliases.pop(addressof(managed.contents), None)
+        entry = aliases.pop(addressof(managed.contents), None)
+        if entry is not None and entry[3] is not None:
+            lib.lib().umem_torch_alias_release(entry[3])
 
 
 # Never freed, nor what it holds (the registry, so the structs PyTorch points to): an alias in a
@@ -589,7 +594,16 @@ _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 def _alias(ptr, nbytes, device, owner):
     """A 1-D uint8 tensor on `device` over [ptr, ptr+nbytes), keeping `owner` alive until the
-    tensor's storage is freed (through DLPack's deleter)."""
+    tensor's storage is freed (through DLPack's deleter). A GPU alias of memory umem did not
+    allocate is registered with the GPU runtime for its life where the runtime needs that (HIP:
+    umem_torch.h, umem_torch_alias_register); UmemTorchError says why when it cannot be."""
+    handle = None
+    if device.type != "cpu":
+        h = ctypes.c_void_p()
+        status = _lib.lib().umem_torch_alias_register(ptr, max(nbytes, 1), ctypes.byref(h))
+        if status != _lib.UMEM_OK:
+            raise UmemTorchError("cannot alias this memory on the GPU: " + _lib.last_error())
+        handle = h.value
     m = _DLManagedTensor()
     shape = (ctypes.c_int64 * 1)(nbytes)
     m.dl_tensor.data = ptr
@@ -606,7 +620,7 @@ def _alias(ptr, nbytes, device, owner):
     m.dl_tensor.byte_offset = 0
     m.deleter = _release_alias
     with _alias_lock:
-        _live_aliases[ctypes.addressof(m)] = (m, shape, owner)
+        _live_aliases[ctypes.addressof(m)] = (m, shape, owner, handle)
     capsule = _capsule_new(ctypes.addressof(m), b"dltensor", None)
     return torch.utils.dlpack.from_dlpack(capsule)
 

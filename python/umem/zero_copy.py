@@ -202,10 +202,16 @@ class zero_copy(TorchFunctionMode):
         request = _PARSERS[operation](*args, **kwargs)
         reason = _why_not_alias(t, request)
         if reason is None:
-            self._record(operation, "alias", f"{t.device} -> {request.device}")
-            if t.requires_grad and torch.is_grad_enabled():
-                return _AliasFunction.apply(t, request.device, request.non_blocking)
-            return _alias(t, request.device, request.non_blocking)
+            try:  # the GPU runtime may still refuse the memory (umem_torch_alias_register)
+                if t.requires_grad and torch.is_grad_enabled():
+                    out = _AliasFunction.apply(t, request.device, request.non_blocking)
+                else:
+                    out = _alias(t, request.device, request.non_blocking)
+            except UmemTorchError as e:
+                reason = str(e)
+            else:
+                self._record(operation, "alias", f"{t.device} -> {request.device}")
+                return out
         self._record(operation, "copy", reason)
         if self.log.strict and reason != "no device change":
             raise UmemTorchError(f"zero_copy(strict=True): {operation} would copy: {reason}")

@@ -52,9 +52,11 @@ class GpuMapperDouble : public ::testing::Test {
   }
 
   // XNACK on, as a test double may claim it: ROCr would report it (HSA_XNACK=1 before hsa_init)
-  // through XNACK_ENABLED and the ISA suffix; the capture itself has xnack- (capture line 366).
+  // through XNACK_ENABLED, SVM_ACCESSIBLE_BY_DEFAULT and the ISA suffix; the capture itself has
+  // xnack- (capture line 366).
   void claim_xnack_on() {
     machine_.hsa.xnack_enabled = true;
+    machine_.hsa.svm_accessible_by_default = true;  // what ROCr answers when every ISA is xnack+
     for (auto& a : machine_.agents)
       for (auto& isa : a.isas)
         if (auto pos = isa.find(":xnack-"); pos != std::string::npos)

@@ -38,6 +38,7 @@
 #include "umem/allocator/gpu/rocr_device_source.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
+#include "umem/hsa_runtime/rocr_compat.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
 
 namespace umem::alloc {
@@ -315,6 +316,30 @@ TEST_F(RocrDeviceMemory, WithoutMemoryAvailFreeIsThePoolLessWhatTheSourceHolds) 
   source.deallocate(s);
   EXPECT_EQ(source.held_bytes(), 0u);
   EXPECT_EQ(source.memory_info(), (std::pair<std::uint64_t, std::uint64_t>{kVram, kVram}));
+}
+
+// HIP knows a pool allocation (its arena) but not memory mapped with hsa_amd_vmem_map, so in a
+// process that loaded HIP the segments stay plain pool allocations even where ROCr has the API.
+TEST_F(RocrDeviceMemory, WithHipLoadedSegmentsArePoolAllocationsThatHipKnows) {
+  live_machine m = machine(discrete_mi300x());
+  ASSERT_TRUE(lib_->has_vmem());
+  rocr_device_source source(lib_, *m.topo.gpus()[1], 1, /*hip_loaded=*/true);
+  EXPECT_FALSE(source.grows());
+  EXPECT_TRUE(contains(source.describe(), "segments do not grow (HIP is loaded and knows no "
+                                          "hsa_amd_vmem_* mappings)"))
+      << source.describe();
+  umem::test::double_reset(path_);
+  const node_binding where{bind_mode::bind, {0}};
+  segment s = source.allocate_growable(3 * MiB, 64 * MiB, where, coherence::coarse);
+  EXPECT_EQ(s.reserved_size, 0u) << "not growable";
+  EXPECT_FALSE(source.grow(s, 2 * MiB));
+  EXPECT_EQ(calls(log(), "vmem_").size(), 0u) << log();
+  ASSERT_EQ(calls(log(), "pool_allocate ").size(), 1u) << log();
+  // As HIP would see it: a ROCr pool allocation, so clr's arena object (HSA pointer type).
+  hsa::rocr_pointer_info info;
+  ASSERT_EQ(lib_->fn().hsa_amd_pointer_info(s.base, &info, nullptr, nullptr, nullptr), 0);
+  EXPECT_EQ(info.type, hsa::rocr_compat::pointer_type::hsa);
+  source.deallocate(s);
 }
 
 TEST_F(RocrDeviceMemory, WithoutTheVmemApiSegmentsArePoolAllocationsThatDoNotGrow) {

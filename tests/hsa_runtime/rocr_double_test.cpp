@@ -149,6 +149,73 @@ TEST_F(RocrDouble, LockUnlockAndPointerInfo) {
   EXPECT_NE(l.find("memory_unlock l1 -> SUCCESS\n"), std::string::npos) << l;
 }
 
+// libhsakmt counts registrations of the same (address, size) (fmm.c registration_count): HIP locks
+// a hipHostRegister range once per device, so the double counts too, and shows it in the log.
+TEST_F(RocrDouble, LockingTheSameRangeAgainCountsAndAddsTheAgents) {
+  open(UMEM_ROCR_DOUBLE_PATH, "7.1");
+  if (!lib_) return;
+  std::vector<char> host(8192);
+  void* agent_ptr = nullptr;
+  ASSERT_EQ(fn().hsa_amd_memory_lock_to_pool(host.data(), host.size(), &agents_[4], 1,
+                                             pools_[0][0], 0, &agent_ptr),
+            rc::status::success);
+  ASSERT_EQ(fn().hsa_amd_memory_lock_to_pool(host.data(), host.size(), &agents_[5], 1,
+                                             pools_[0][0], 0, &agent_ptr),
+            rc::status::success);
+  EXPECT_EQ(agent_ptr, host.data());
+  auto locks = umem::test::double_control<int (*)()>(path_, "umem_rocr_double_locks");
+  auto locked_bytes =
+      umem::test::double_control<std::uint64_t (*)()>(path_, "umem_rocr_double_locked_bytes");
+  EXPECT_EQ(locks(), 2);
+  EXPECT_EQ(locked_bytes(), 8192u);
+  rocr_pointer_info info;
+  std::uint32_t n = 0;
+  rocr_agent* accessible = nullptr;
+  ASSERT_EQ(fn().hsa_amd_pointer_info(host.data(), &info, std::malloc, &n, &accessible),
+            rc::status::success);
+  EXPECT_EQ(info.type, rc::pointer_type::locked);
+  ASSERT_EQ(n, 2u);  // the agents of both locks
+  EXPECT_EQ(accessible[0].handle, agents_[4].handle);
+  EXPECT_EQ(accessible[1].handle, agents_[5].handle);
+  std::free(accessible);
+  // A range that overlaps without being the same stays refused (stricter than ROCr).
+  EXPECT_EQ(fn().hsa_amd_memory_lock_to_pool(host.data() + 4096, 4096, &agents_[4], 1,
+                                             pools_[0][0], 0, &agent_ptr),
+            rc::status::invalid_argument);
+  EXPECT_EQ(fn().hsa_amd_memory_unlock(host.data()), rc::status::success);
+  ASSERT_EQ(fn().hsa_amd_pointer_info(host.data(), &info, nullptr, nullptr, nullptr),
+            rc::status::success);
+  EXPECT_EQ(info.type, rc::pointer_type::locked);  // until the last unlock
+  EXPECT_EQ(locks(), 1);
+  EXPECT_EQ(fn().hsa_amd_memory_unlock(host.data()), rc::status::success);
+  ASSERT_EQ(fn().hsa_amd_pointer_info(host.data(), &info, nullptr, nullptr, nullptr),
+            rc::status::success);
+  EXPECT_EQ(info.type, rc::pointer_type::unknown);
+  EXPECT_EQ(fn().hsa_amd_memory_unlock(host.data()), rc::status::invalid_argument);
+  EXPECT_EQ(locks(), 0);
+
+  ASSERT_EQ(fn().hsa_amd_memory_lock(host.data(), host.size(), nullptr, 0, &agent_ptr),
+            rc::status::success);
+  ASSERT_EQ(fn().hsa_amd_memory_lock(host.data(), host.size(), &agents_[6], 1, &agent_ptr),
+            rc::status::success);
+  session_.reset();  // the last hsa_shut_down names the range still locked twice
+  const std::string l = log();
+  EXPECT_NE(l.find("memory_lock_to_pool size=8192 pool=node0/0 flags=0 agents=node4 -> SUCCESS l1\n"),
+            std::string::npos)
+      << l;
+  EXPECT_NE(l.find("memory_lock_to_pool size=8192 pool=node0/0 flags=0 agents=node5 -> SUCCESS l1 "
+                   "count=2\n"),
+            std::string::npos)
+      << l;
+  EXPECT_NE(l.find("memory_unlock l1 -> SUCCESS count=1\n"), std::string::npos) << l;
+  EXPECT_NE(l.find("memory_unlock l1 -> SUCCESS\n"), std::string::npos) << l;
+  // A range locked for all agents stays locked for all (agents=all covers the second's node6).
+  EXPECT_NE(l.find("memory_lock size=8192 agents=node6 -> SUCCESS l2 count=2\n"),
+            std::string::npos)
+      << l;
+  EXPECT_NE(l.find("leak l2 size=8192 count=2\n"), std::string::npos) << l;
+}
+
 TEST_F(RocrDouble, SvmAttributesRoundTripAndRejectBadAgents) {
   open(UMEM_ROCR_DOUBLE_PATH, "7.1");
   if (!lib_) return;

@@ -30,6 +30,8 @@ def package_dir():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a GPU that PyTorch can use (skipped otherwise)")
+    config.addinivalue_line("markers", "hardware: the hardware tier on a ROCm GPU, run by the ctest "
+                                       "entry hardware.python.rocm (python.pytest deselects it)")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -25,7 +25,8 @@ def run_child(umtopo, tmp_path, package_dir, hip):
     with open(snapshot, "w") as f:
         subprocess.run([umtopo, "--rocminfo", CAPTURE, "--json"], stdout=f, check=True, timeout=60)
     env = dict(os.environ, UMEM_GPU_BACKEND="rocr", UMEM_HSA_RUNTIME_LIB=os.environ["UMEM_ROCR_DOUBLE"],
-               UMEM_ROCR_DOUBLE_SNAPSHOT=str(snapshot), UMEM_HIP_RUNTIME_LIB=os.environ["UMEM_HIP_DOUBLE"])
+               UMEM_ROCR_DOUBLE_SNAPSHOT=str(snapshot), UMEM_HIP_RUNTIME_LIB=os.environ["UMEM_HIP_DOUBLE"],
+               UMEM_HIP_DOUBLE_ROCR=os.environ["UMEM_ROCR_DOUBLE"])  # HIP runs over that ROCr
     run = subprocess.run([sys.executable, os.path.join(HERE, "hip_stream_reuse_child.py"),
                           package_dir, os.environ["UMEM_HIP_DOUBLE"] if hip else "-"],
                          capture_output=True, text=True, env=env, timeout=120)

@@ -61,6 +61,31 @@ std::size_t pool_in_use(const state& s, std::size_t agent, std::size_t pool) {
   return sum;
 }
 
+// Note [Locking a range twice]
+// libhsakmt keeps one object per registered user range: registering exactly the same (address,
+// size) again increments its registration_count, and each deregistration decrements it; the BO
+// goes only with the last (libhsakmt/src/fmm.c: fmm_register_user_memory and
+// hsakmt_fmm_register_memory "++registration_count", __fmm_release "registration_count--").
+// The agents a repeated lock names are added to the range's: on the SVM-API path
+// fmm_map_mem_svm_api sets ACCESS_IN_PLACE for each node it maps and never takes one away. So a
+// repeated lock of the same range succeeds, hsa_amd_memory_unlock releases one count, and
+// pointer info says LOCKED until the last unlock (ROCr amd_memory_region.cpp MemoryRegion::Lock
+// and Unlock are RegisterMemory/DeregisterMemory around those). The log shows "count=N", the
+// locks the range holds after the call, whenever more than one is involved; a lone lock and its
+// unlock read as before. (On the SVM-API path there is no object at all and a repeated lock is
+// simply idempotent; either way HIP, which locks a range once per device, succeeds.)
+
+// Adds `more` to `agents` (empty: all agents, which stays all).
+void add_agents(std::vector<std::size_t>& agents, const std::vector<std::size_t>& more) {
+  if (agents.empty()) return;
+  if (more.empty()) {
+    agents.clear();
+    return;
+  }
+  for (std::size_t a : more)
+    if (std::find(agents.begin(), agents.end(), a) == agents.end()) agents.push_back(a);
+}
+
 hsa_status_t lock_common(state& s, const char* entry, std::string call, void* host_ptr,
                          std::size_t size,
                          hsa_agent_t* agents, int num_agent, void** agent_ptr,
@@ -79,7 +104,15 @@ hsa_status_t lock_common(state& s, const char* entry, std::string call, void* ho
   if (const auto injected = std::exchange(s.fail_next_lock, std::nullopt))
     return finish(s, call, static_cast<hsa_status_t>(*injected), " (injected)");
   const auto start = reinterpret_cast<std::uintptr_t>(host_ptr);
-  // Stricter than ROCr: locking twice or locking pool memory is a caller bug worth flagging.
+  if (auto same = s.locks.find(start); same != s.locks.end() && same->second.size == size) {
+    locked_range& l = same->second;  // Note [Locking a range twice]
+    ++l.count;
+    add_agents(l.agents, *indices);
+    *agent_ptr = host_ptr;
+    return finish(s, call, HSA_STATUS_SUCCESS, " " + l.id + " count=" + std::to_string(l.count));
+  }
+  // Stricter than ROCr: locking a range that overlaps a locked one without being exactly it, or
+  // locking pool memory, is a caller bug worth flagging.
   if (overlaps(s.locks, start, size) || overlaps(s.allocations, start, size))
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT, " (overlaps locked or pool memory)");
   locked_range l{next_id(s, "l"), size, *indices, cpu_agent};
@@ -241,6 +274,10 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_unlock(void* host_ptr) {
   const std::string call = "memory_unlock " + name_pointer(s, host_ptr);
   auto it = s.locks.find(reinterpret_cast<std::uintptr_t>(host_ptr));
   if (it == s.locks.end()) return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  if (it->second.count > 1) {  // Note [Locking a range twice]: one count goes
+    --it->second.count;
+    return finish(s, call, HSA_STATUS_SUCCESS, " count=" + std::to_string(it->second.count));
+  }
   s.locks.erase(it);
   return finish(s, call, HSA_STATUS_SUCCESS);
 }

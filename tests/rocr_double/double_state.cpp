@@ -75,7 +75,9 @@ void release_everything(state& s) {
     log_call(s, "leak " + a.id + " size=" + std::to_string(a.size));
     munmap(reinterpret_cast<void*>(start), a.mapped);
   }
-  for (auto& [start, l] : s.locks) log_call(s, "leak " + l.id + " size=" + std::to_string(l.size));
+  for (auto& [start, l] : s.locks)
+    log_call(s, "leak " + l.id + " size=" + std::to_string(l.size) +
+                    (l.count > 1 ? " count=" + std::to_string(l.count) : std::string()));
   for (std::uint64_t sig : s.signals) {
     log_call(s, "leak signal");
     delete reinterpret_cast<hsa_signal_value_t*>(sig);
@@ -317,11 +319,14 @@ UMEM_DOUBLE_EXPORT const char* umem_rocr_double_fault_calls_by_entry() {
                                      [](const auto& f) { return f.by_entry(); });
 }
 
-// Locks (memory_lock, memory_lock_to_pool) not yet unlocked, and pool allocations not yet freed.
+// Locks (memory_lock, memory_lock_to_pool) not yet unlocked, a range locked twice counting twice,
+// and pool allocations not yet freed.
 UMEM_DOUBLE_EXPORT int umem_rocr_double_locks() {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  return static_cast<int>(s.locks.size());
+  int n = 0;
+  for (const auto& [start, l] : s.locks) n += static_cast<int>(l.count);
+  return n;
 }
 
 UMEM_DOUBLE_EXPORT int umem_rocr_double_pool_allocations() {
@@ -344,7 +349,8 @@ std::uint64_t bytes_of(Ranges state::*ranges) {
 
 }  // namespace
 
-// Bytes of those locks, and of those pool allocations (as asked for).
+// Bytes of the locked ranges (a range locked twice counting once), and of those pool allocations
+// (as asked for).
 UMEM_DOUBLE_EXPORT uint64_t umem_rocr_double_locked_bytes() { return bytes_of(&state::locks); }
 
 UMEM_DOUBLE_EXPORT uint64_t umem_rocr_double_pool_allocated_bytes() {

@@ -42,11 +42,14 @@ struct allocation {
   std::set<std::size_t> allowed;  // agents given access by allow_access
 };
 
+// A locked host range. Locking exactly the same (start, size) again counts instead of failing,
+// as libhsakmt does (Note [Locking a range twice] in double_memory.cpp).
 struct locked_range {
   std::string id;  // "l1", ...
   std::size_t size = 0;
-  std::vector<std::size_t> agents;       // empty: all agents
-  std::optional<std::size_t> cpu_agent;  // owner of the pool of lock_to_pool
+  std::vector<std::size_t> agents;       // empty: all agents; a repeated lock adds its agents
+  std::optional<std::size_t> cpu_agent;  // owner of the pool of the first lock_to_pool
+  unsigned count = 1;                    // locks of this range not yet unlocked
 };
 
 struct state {

@@ -742,6 +742,13 @@ gpu_access bridge::access(const void* p, std::size_t bytes) const {
   return a;
 }
 
+std::shared_ptr<void> bridge::register_alias(const void* p, std::size_t bytes) {
+  const gpu_access a = access(p, bytes);
+  if (!a.accessible) throw_error(errc::unsupported, "the GPU cannot use this memory: " + a.reason);
+  if (a.umem_memory) return nullptr;  // its segment is GPU-visible already
+  return alloc_->register_foreign(p, bytes);
+}
+
 std::string bridge::describe() const {
   return alloc_->describe() + "\nhost memory GPU-accessible without umem: " +
          (host_memory_gpu_accessible_ ? "yes" : "no (" + no_gpu_reason_ + ")");

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <stdexcept>
@@ -253,6 +254,21 @@ char* umem_torch_gpu_access_json(const void* ptr, size_t size) {
     j["reason"] = a.reason;
     return j.dump();
   });
+}
+
+umem_status umem_torch_alias_register(const void* ptr, size_t size, void** handle) {
+  return guarded([&] {
+    if (handle == nullptr)
+      umem::throw_error(umem::errc::invalid_argument, "umem_torch_alias_register: handle is NULL");
+    *handle = nullptr;
+    if (auto h = get_bridge().register_alias(ptr, size))
+      *handle = new std::shared_ptr<void>(std::move(h));
+  });
+}
+
+umem_status umem_torch_alias_release(void* handle) {
+  delete static_cast<std::shared_ptr<void>*>(handle);
+  return UMEM_OK;
 }
 
 char* umem_torch_device_json(int device) {

@@ -97,7 +97,7 @@ std::optional<vram_pool> find_vram_pool(const hsa::rocr_library& lib, hsa::rocr_
 }  // namespace
 
 rocr_device_source::rocr_device_source(std::shared_ptr<const hsa::rocr_library> lib,
-                                       const agent& gpu, int device)
+                                       const agent& gpu, int device, bool hip_loaded)
     : lib_(std::move(lib)), session_(library_of(lib_)), name_(name_of(gpu, device)) {
   agent_ = find_agent(*lib_, gpu.kfd_node, name_);
   const auto pool = find_vram_pool(*lib_, agent_);
@@ -116,7 +116,9 @@ rocr_device_source::rocr_device_source(std::shared_ptr<const hsa::rocr_library> 
   memory_avail_ = probe == rc::status::success;
   if (!memory_avail_ && probe != rc::status::invalid_argument)
     lib_->check(probe, "hsa_agent_get_info(MEMORY_AVAIL)");
-  vmem_ = lib_->has_vmem();  // Note [Growable ROCr device segments]
+  vmem_ = lib_->has_vmem() && !hip_loaded;  // Note [Growable ROCr device segments]
+  no_growth_ = hip_loaded ? "HIP is loaded and knows no hsa_amd_vmem_* mappings"
+                          : "no hsa_amd_vmem_* in this runtime";
   log().debug("rocr_device_source: {}", describe());
 }
 
@@ -237,7 +239,7 @@ std::string rocr_device_source::describe() const {
          std::to_string(granularity_ >> 20) + " MiB granularity, " + std::to_string(total_) +
          " bytes; " +
          (vmem_ ? "growable segments through the virtual memory API (hsa_amd_vmem_*)"
-                : "segments do not grow (no hsa_amd_vmem_* in this runtime)") +
+                : "segments do not grow (" + no_growth_ + ")") +
          "; free from " +
          (memory_avail_ ? "MEMORY_AVAIL" : "what this source holds (no MEMORY_AVAIL)") +
          " (ROCr " + lib_->resolved_path() + ")";

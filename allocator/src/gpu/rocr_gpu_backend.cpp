@@ -1,11 +1,15 @@
-// The ROCr backend: the primary one (MI300A), built on hsa_runtime/ and rocr_gpu_mapper, with
-// discrete GPUs' (MI300X) own memory from their VRAM pool (rocr_device_source.hpp) and stream
-// events from the HIP runtime when the process has loaded it (hip_stream_event.hpp).
+// The ROCr backend: the primary one (MI300A), built on hsa_runtime/, with discrete GPUs' (MI300X)
+// own memory from their VRAM pool (rocr_device_source.hpp). In a process that has loaded HIP
+// (PyTorch for ROCm), HIP must know every byte umem hands out, so segments are registered with
+// HIP (hip_gpu_mapper.hpp, Note [GPU visibility under HIP]) and streams get HIP events
+// (hip_stream_event.hpp); elsewhere ROCr alone makes memory GPU-accessible (rocr_gpu_mapper.hpp).
+// make_mapper below is the one place that chooses.
 #include <string>
 #include <utility>
 
 #include "umem/allocator/gpu/gpu_backend.hpp"
 #include "umem/allocator/gpu/gpu_memory_kind.hpp"
+#include "umem/allocator/gpu/hip_gpu_mapper.hpp"
 #include "umem/allocator/gpu/hip_stream_event.hpp"
 #include "umem/allocator/gpu/rocr_device_source.hpp"
 #include "umem/allocator/gpu/rocr_gpu_mapper.hpp"
@@ -71,6 +75,12 @@ class rocr_gpu_backend final : public gpu_backend {
     return topo.xnack_enabled() == true;
   }
   std::unique_ptr<gpu_mapper> make_mapper(const topology& topo) const override {
+    if (hip_) {
+      const auto xnack = topo.xnack_enabled();
+      return std::make_unique<hip_gpu_mapper>(
+          hip_, std::string(!xnack ? "XNACK unknown" : *xnack ? "XNACK on" : "XNACK off") +
+                    ", HIP loaded");
+    }
     return std::make_unique<owning_rocr_mapper>(lib_, topo);
   }
   std::unique_ptr<device_memory_source> make_device_memory_source(const topology& topo,
@@ -78,7 +88,7 @@ class rocr_gpu_backend final : public gpu_backend {
     const agent& gpu = gpu_of(topo, device);
     // A GPU of another runtime in the same model (CUDA agents next to ROCr ones) is not ours.
     if (gpu.cuda || memory_kind_of(gpu) != gpu_memory_kind::discrete) return nullptr;
-    return std::make_unique<rocr_device_source>(lib_, gpu, device);
+    return std::make_unique<rocr_device_source>(lib_, gpu, device, hip_ != nullptr);
   }
   bool has_stream_events() const override { return hip_ != nullptr; }
   // `device` is the HIP device ordinal = the GPU's index in umem's topology (hip_stream_event.hpp).

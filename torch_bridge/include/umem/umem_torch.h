@@ -85,6 +85,16 @@ umem_status umem_torch_reset_peak_stats(int device);
  * (umem memory), "host_accessible": bool (false for a discrete GPU's own memory), "reason": "..."}. */
 char* umem_torch_gpu_access_json(const void* ptr, size_t size);
 
+/* For a zero-copy alias of [ptr, ptr+size): memory umem did not allocate, which
+ * umem_torch_gpu_access_json calls accessible (XNACK on), is made usable by the GPU runtime's own
+ * copies and fills while the alias lives (with HIP loaded: registered with hipHostRegister, Note
+ * [GPU visibility under HIP] in hip_gpu_mapper.hpp). *handle gets what to pass to
+ * umem_torch_alias_release when the alias dies, NULL when nothing was needed (umem's own memory;
+ * memory HIP knows already). UMEM_ERR_UNSUPPORTED, with the reason, when the memory cannot be
+ * aliased: the caller copies instead. */
+umem_status umem_torch_alias_register(const void* ptr, size_t size, void** handle);
+umem_status umem_torch_alias_release(void* handle);
+
 /* Where GPU `device`'s tensors live, as JSON {"device": d, "memory": "host" (a unified GPU: its
  * memory is host memory on NUMA node "numa_node", which the GPU uses in place) or "device" (a
  * discrete GPU's own memory), "numa_node": the node nearest the GPU}; NULL for an unknown device. */

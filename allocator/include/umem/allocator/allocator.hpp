@@ -168,6 +168,9 @@ class allocator {
 
   residency_report residency(const void* p, std::size_t bytes) const;
   bool gpu_accessible() const;
+  // gpu_mapper::register_foreign of the allocator's mapper: memory umem did not allocate, made
+  // usable by the GPU runtime's calls while the handle lives (null: nothing needed).
+  std::shared_ptr<void> register_foreign(const void* p, std::size_t bytes) const;
 
   const topology& topo() const;
   const alloc_options& options() const;

@@ -1,6 +1,8 @@
-// The HIP runtime (libamdhip64) as one dlopen'd function table, like cuda_driver.hpp, for the
-// stream events of the ROCr backend: PyTorch for ROCm runs its kernels on hipStream_t streams,
-// and only HIP can mark a point in them.
+// The HIP runtime (libamdhip64) as one dlopen'd function table, like cuda_driver.hpp, for what
+// only HIP can do in a process that uses it: mark a point in the hipStream_t streams PyTorch for
+// ROCm runs its kernels on (stream events), and make host memory known to HIP's own registry of
+// memory objects, without which hipMemcpy and hipMemset refuse it (Note [GPU visibility under
+// HIP] in allocator/include/umem/allocator/gpu/hip_gpu_mapper.hpp).
 //
 // Note [HIP only when already loaded]
 // umem never brings HIP into a process: its initialisation is heavy (it starts ROCr, scans every
@@ -16,12 +18,14 @@
 // Environment (read through umem::env_value): UMEM_HIP_RUNTIME_LIB.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "umem/core/shared_library.hpp"
+#include "umem/hip_runtime/hip_compat.hpp"
 
 namespace umem::hip {
 
@@ -42,7 +46,11 @@ using hip_stream = hip_stream_st*;  // hipStream_t; null is the current device's
   X(hipEventRecord, required, hip_error, (hip_event, hip_stream))            \
   X(hipEventQuery, required, hip_error, (hip_event))                         \
   X(hipEventSynchronize, required, hip_error, (hip_event))                   \
-  X(hipEventDestroy, required, hip_error, (hip_event))
+  X(hipEventDestroy, required, hip_error, (hip_event))                      \
+  X(hipHostRegister, required, hip_error, (void*, std::size_t, unsigned int)) \
+  X(hipHostUnregister, required, hip_error, (void*))                         \
+  X(hipPointerGetAttributes, required, hip_error,                            \
+    (hip_compat::pointer_attributes*, const void*))
 
 // The entry points; null only for a missing optional symbol.
 struct hip_functions {

@@ -197,6 +197,11 @@ class bridge {
   std::vector<segment_view> segments(int device) const;
 
   gpu_access access(const void* p, std::size_t bytes) const;
+  // For a zero-copy alias of [p, p + bytes): memory umem did not allocate that access() calls
+  // GPU-accessible is made usable by the GPU runtime's own calls while the handle lives
+  // (gpu_mapper::register_foreign; null when nothing is needed, as for umem's own memory). Throws
+  // umem::error(unsupported) with the reason when the memory cannot be aliased.
+  std::shared_ptr<void> register_alias(const void* p, std::size_t bytes);
   // The NUMA node device's memory goes to.
   int node_of_device(int device) const;
   // Whether `device`'s tensors are host memory the GPU uses in place (a unified GPU, or a backend

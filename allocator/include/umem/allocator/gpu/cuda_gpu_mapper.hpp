@@ -14,6 +14,15 @@
 // GPU side, so coherent at every coherence kind umem asks for).
 // Unlike the ROCr mapper, no GPU has to be local to the segment's node: a portable registration
 // serves every GPU, and on NVIDIA the choice of node only changes the distance.
+// The runtime's own calls: HIP accepts in its copies and fills only memory it has an object for
+// (Note [GPU visibility under HIP] in hip_gpu_mapper.hpp), and CUDA asks the same question. In
+// registration mode the driver knows the range (cuMemHostRegister: page-locked memory the driver
+// tracks and accelerates cudaMemcpy* for), which is why PyTorch's copies of umem tensors work on
+// the H200 (docs/pytorch-parity.md). In pageable mode nothing is registered: the CUDA Programming
+// Guide's "Unified Memory on Devices with Full CUDA Unified Memory Support" (Grace Hopper's ATS,
+// HMM with driver 535+ and open kernel modules; the GB10 likewise reports pageable memory access)
+// makes every system allocation unified memory, usable by kernels and by CUDA's memory calls like
+// managed memory. That is the documentation's word; umem has not run on a Grace Hopper or GB10.
 //
 // Thread safety: map() and unmap() make the primary context current for the call only (and
 // restore the thread's previous one), so both may be called from any thread.

@@ -12,14 +12,17 @@
 // them).
 //
 // What each backend means by "GPU-accessible host memory":
-//   rocr: XNACK on -> SVM attributes; off -> locked to the node's CPU pool (rocr_gpu_mapper.hpp).
+//   rocr: HIP loaded in the process -> registered with HIP (hipHostRegister), whatever XNACK
+//         says (hip_gpu_mapper.hpp, Note [GPU visibility under HIP]); otherwise XNACK on -> SVM
+//         attributes, off -> locked to the node's CPU pool (rocr_gpu_mapper.hpp).
 //   cuda: PAGEABLE_MEMORY_ACCESS (HMM, Grace) -> nothing to do; otherwise registered with the
 //         driver, portable and device-mapped, at the same address (cuda_gpu_mapper.hpp).
 //   none: host memory only.
 // And what `device:D` placements get (Note [Device memory kinds] in gpu_memory_kind.hpp):
 //   cuda: discrete devices -> the device's own memory (cuda_device_source.hpp); unified ones ->
 //         host memory on the GPU's node, as every other placement.
-//   rocr: discrete GPUs (MI300X) -> the GPU's coarse-grained VRAM pool (rocr_device_source.hpp);
+//   rocr: discrete GPUs (MI300X) -> the GPU's coarse-grained VRAM pool (rocr_device_source.hpp;
+//         known to HIP as a pool allocation; its segments do not grow when HIP is loaded);
 //         unified ones (MI300A) -> host memory on the GPU's node.
 //   none: host memory.
 #pragma once

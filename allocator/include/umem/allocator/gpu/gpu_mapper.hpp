@@ -1,8 +1,11 @@
 // Making host memory usable by the socket's GPU(s), decided by the runtime's state, not by the
-// caller. Implementations: ROCr (XNACK on: SVM attributes; XNACK off: lock to the CPU agent's
-// pool of the node + allow access) and none (no GPU runtime: host NUMA allocator only).
+// caller. Implementations: HIP (a process that loaded it: registered with hipHostRegister,
+// hip_gpu_mapper.hpp), ROCr (XNACK on: SVM attributes; XNACK off: lock to the CPU agent's pool of
+// the node + allow access), CUDA (cuda_gpu_mapper.hpp) and none (no GPU runtime: host NUMA
+// allocator only). The backend chooses one (Note [Backend selection] in gpu_backend.hpp).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -25,6 +28,16 @@ class gpu_mapper {
   virtual bool pageable() const = 0;
   // One sentence: which mechanism is used and why ("XNACK off: locked to CPU agent 0's fine pool").
   virtual std::string describe() const = 0;
+  // Makes [p, p + bytes) of memory umem did not allocate, which every GPU reaches already (XNACK
+  // on, pageable memory access), usable by the GPU runtime's own calls (copies, fills) for as long
+  // as the returned handle lives: a zero-copy alias's life. Null when nothing is needed, as here:
+  // only a runtime with its own registry of memory (HIP) needs it. Throws umem::error
+  // (unsupported) with the reason when the range cannot be registered.
+  virtual std::shared_ptr<void> register_foreign(const void* p, std::size_t bytes);
 };
+
+inline std::shared_ptr<void> gpu_mapper::register_foreign(const void*, std::size_t) {
+  return nullptr;
+}
 
 }  // namespace umem::alloc

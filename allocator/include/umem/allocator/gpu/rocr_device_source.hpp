@@ -16,7 +16,11 @@
 // [Growable ROCr device segments]), so the pool's expandable segment grows in place instead of
 // taking a new segment for every large miss; elsewhere (ROCr < 6.2: rocr_library::has_vmem()
 // false) they keep upstream_source's defaults (allocate(); false) and a large miss takes a new
-// segment, as before. decommit() always answers false, so empty_cache returns whole free
+// segment, as before. Nor do they grow in a process that has loaded HIP: HIP knows a pool
+// allocation through its arena, but not memory mapped with hsa_amd_vmem_map (ROCr's PtrInfo does
+// not report it as an HSA allocation, and clr's IsValidAllocation grants no object to anything
+// else: Note [GPU visibility under HIP] in hip_gpu_mapper.hpp), so hipMemcpy and hipMemset would
+// refuse a grown segment. decommit() always answers false, so empty_cache returns whole free
 // segments only: unmapping a free block's range needs a wait for the kernels that may still use
 // it (Note [Giving device pages back] in cuda_device_source.hpp), and this source has no stream or
 // signal to wait on. A growth maps one range with one handle.
@@ -83,7 +87,9 @@ class rocr_device_source final : public device_memory_source {
   // answers MEMORY_AVAIL. Throws umem::error: invalid_argument when `gpu` is not a GPU agent or
   // the runtime has no GPU agent of that KFD node; unsupported when the agent has no VRAM pool;
   // runtime_unavailable or runtime_error when hsa_init or a query fails.
-  rocr_device_source(std::shared_ptr<const hsa::rocr_library> lib, const agent& gpu, int device);
+  // `hip_loaded`: the process has loaded HIP, so segments never grow (see above).
+  rocr_device_source(std::shared_ptr<const hsa::rocr_library> lib, const agent& gpu, int device,
+                     bool hip_loaded = false);
 
   // hsa_amd_memory_pool_allocate of `bytes` rounded up to granularity(). Throws umem::error:
   // invalid_argument for 0 or a size that overflows when rounded; out_of_memory; runtime_error.
@@ -106,7 +112,7 @@ class rocr_device_source final : public device_memory_source {
   std::pair<std::uint64_t, std::uint64_t> memory_info() const override;
 
   std::size_t granularity() const { return granularity_; }
-  // Whether segments can grow here (the runtime has the VMM API).
+  // Whether segments can grow here (the runtime has the VMM API and HIP is not loaded).
   bool grows() const { return vmem_; }
   // Bytes of the segments this source has handed out and not yet taken back (of a reservation:
   // what is mapped).
@@ -142,7 +148,8 @@ class rocr_device_source final : public device_memory_source {
   std::uint64_t total_ = 0;  // the VRAM pool's SIZE
   std::size_t granularity_ = minimum_granularity;
   bool memory_avail_ = false;
-  bool vmem_ = false;  // rocr_library::has_vmem()
+  bool vmem_ = false;      // segments grow: rocr_library::has_vmem() and no HIP
+  std::string no_growth_;  // why they do not, for describe()
   std::atomic<std::uint64_t> held_{0};  // mapped bytes for reservations
 
   growable_reservations<hsa::rocr_vmem_handle> reservations_;

@@ -1,0 +1,78 @@
+"""What PyTorch for ROCm does to a tensor's memory (fill, clone, .cuda(), .cpu(), free,
+empty_cache) must be accepted by HIP's pointer rules (Note [GPU visibility under HIP] in
+allocator/include/umem/allocator/gpu/hip_gpu_mapper.hpp): the bridge on the ROCr double serving a
+one-socket MI300A, with the HIP double, which follows clr's rules, mapped first and attached to it.
+XNACK off (the MI300A default) and on. Each run is a fresh process. Environment (the ctest entry
+sets it): UMEM_ROCR_DOUBLE, UMEM_HIP_DOUBLE."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+# One MI300A APU (1 CPU + 1 GPU agent): its GPU is local to NUMA node 0, which every machine has.
+CAPTURE = os.path.join(ROOT, "data", "machines",
+                       "rocminfo_mi300a_1socket_sh5_protosample_gfx940_ROCm-ROCm_4411.txt")
+
+
+def claim_xnack_on(snapshot):
+    """What ROCr reports with HSA_XNACK=1 before hsa_init: XNACK_ENABLED, SVM accessible by
+    default, and the ISA's xnack+ (the capture itself has xnack-)."""
+    snapshot["hsa"]["xnack_enabled"] = True
+    snapshot["hsa"]["svm_accessible_by_default"] = True
+    for a in snapshot["agents"]:
+        a["isas"] = [i.replace(":xnack-", ":xnack+") for i in a.get("isas", [])]
+
+
+def run_child(umtopo, tmp_path, package_dir, xnack):
+    for var in ("UMEM_ROCR_DOUBLE", "UMEM_HIP_DOUBLE"):
+        if not os.environ.get(var):
+            pytest.skip(f"{var} is not set (the ctest entry points it at the test double)")
+    made = subprocess.run([umtopo, "--rocminfo", CAPTURE, "--json"], capture_output=True,
+                          text=True, check=True, timeout=60)
+    snapshot = json.loads(made.stdout)
+    if xnack:
+        claim_xnack_on(snapshot)
+    path = tmp_path / "apu.json"
+    path.write_text(json.dumps(snapshot))
+    env = dict(os.environ, UMEM_GPU_BACKEND="rocr",
+               UMEM_HSA_RUNTIME_LIB=os.environ["UMEM_ROCR_DOUBLE"],
+               UMEM_ROCR_DOUBLE_SNAPSHOT=str(path),
+               UMEM_HIP_RUNTIME_LIB=os.environ["UMEM_HIP_DOUBLE"])
+    run = subprocess.run([sys.executable, os.path.join(HERE, "hip_interop_child.py"), package_dir,
+                          os.environ["UMEM_HIP_DOUBLE"], os.environ["UMEM_ROCR_DOUBLE"]],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("xnack", [False, True], ids=["xnack_off", "xnack_on"])
+def test_hip_accepts_every_byte_umem_hands_pytorch(umtopo, tmp_path, package_dir, xnack):
+    r = run_child(umtopo, tmp_path, package_dir, xnack)
+    assert "registered with HIP" in r["describe"], r["describe"]
+    assert r["registered"] == [1, 1]  # objects of HIP's map, not the arena
+    assert r["host_registered"] == 1
+    # hipSuccess for every call PyTorch makes (hipErrorInvalidValue, 1, without registration).
+    for call in ("memset", "copy_d2d", "copy_h2d", "copy_d2h", "copy_to_host_tensor"):
+        assert r[call] == 0, call
+    assert r["copied"] and r["round_trip"]
+    assert r["cpu_copies"] == 0  # no copy fell back to the CPU
+    assert r["registrations_on_cached_path"] == 0
+    assert r["released"] > 0
+    assert r["known_after_empty_cache"] == [0, 0]
+    assert r["live_registrations"] == 0
+
+    # Memory umem did not allocate: aliased on the GPU only where XNACK lets the GPU reach it,
+    # registered with HIP for the alias's life.
+    if xnack:
+        assert r["alias_status"] == 0, r["alias_error"]
+        assert r["alias_known"] == 1
+        assert r["alias_memset"] == 0
+        assert r["alias_known_after_release"] == 0
+    else:
+        assert r["alias_status"] == 5  # UMEM_ERR_UNSUPPORTED
+        assert "the GPU cannot use this memory" in r["alias_error"]
+        assert r["alias_known"] == 0
