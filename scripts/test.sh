@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: dependencies, a warnings-as-errors build with all tests,
-# `pip install .` into a fresh virtual environment with the Python tests against the installed
-# package, `pip install .` as on a machine with PyPI (build isolation), the same build under
+# the PyTorch extension compiled against other PyTorch releases' headers, `pip install .` into a
+# fresh virtual environment with the Python tests against the installed package, `pip install .`
+# as on a machine with PyPI (build isolation), the same build under
 # AddressSanitizer + UndefinedBehaviorSanitizer, the allocator under ThreadSanitizer, the
 # placement checks on a 4-NUMA-node VM, and bounded fuzzing.
 # Env: UMEM_FUZZ_SECONDS (default 30 per target); UMEM_SKIP_{ASAN,TSAN,VM,FUZZ}=1 skip a stage.
@@ -17,6 +18,9 @@ scripts/install-deps.sh
 stage "release build + tests"
 dir=$(scripts/build.sh release | tail -n 1)
 ctest --test-dir "$dir" --output-on-failure -j 2
+
+stage "the PyTorch extension against PyTorch 2.6.0 and 2.14.1 headers (Debian's packages)"
+tests/torch_extension/check-releases.sh
 
 stage "pip install . + the Python tests against the installed package"
 scripts/test-installed-package.sh "$dir"

@@ -5,6 +5,7 @@ CPU tensors on chosen NUMA nodes, and per-rank binding. docs/torch-bridge.md giv
 import contextlib
 import ctypes
 import os
+import sys
 import threading
 import warnings
 
@@ -132,12 +133,18 @@ def enable(conf=None, *, mode="auto", patch_torch=True, **options):
                 f"created before enable(), or another allocator was installed): {e}. Call "
                 "umem.torch.enable() at the start of the program, before anything touches the "
                 "GPU") from e
+        _prove_in_force(extension, lib)
         if extension is not None and not extension.register_device_allocator():
             warnings.warn("umem.torch.enable(): torch.accelerator's memory functions still reach "
                           "another allocator (c10's allocator registry did not take umem's)",
                           RuntimeWarning, stacklevel=2)
         _enabled = True
-        _mode = "extension" if extension is not None else "pluggable"
+        _mode = Mode("extension", tuple(extension.lacking())) if extension is not None \
+            else Mode("pluggable", _PLUGGABLE_LACKS)
+        if extension is not None and _mode.lacks:  # the pluggable fallback warned already
+            warnings.warn(f"umem.torch.enable(): umem is PyTorch's allocator ({_mode}), but with "
+                          f"PyTorch {torch.__version__} it cannot provide: "
+                          + "; ".join(_mode.lacks), RuntimeWarning, stacklevel=2)
         if extension is None:
             lib.umem_torch_set_oom_exceptions(1)
             if patch_torch:
@@ -149,9 +156,50 @@ def enabled():
     return _enabled
 
 
+class Mode(str):
+    """How umem is PyTorch's allocator ("extension" or "pluggable"), with `lacks`: what PyTorch's
+    allocator interface cannot get from umem in that mode and PyTorch release, one line each."""
+
+    def __new__(cls, name, lacks=()):
+        m = super().__new__(cls, name)
+        m.lacks = tuple(lacks)
+        return m
+
+
+_PLUGGABLE_LACKS = ("record_stream", "CUDA graphs and MemPools on umem's memory",
+                    "memory snapshots", "torch.accelerator statistics")
+
+
 def mode():
-    """How umem is PyTorch's allocator: "extension", "pluggable", or None before enable()."""
+    """How umem is PyTorch's allocator: Mode("extension") or Mode("pluggable") (a str, with
+    .lacks listing what that mode cannot do with this PyTorch), or None before enable()."""
     return _mode
+
+
+def _prove_in_force(extension, lib):
+    """Raises UmemTorchError unless the allocator PyTorch's GPU tensors come from is umem's now.
+    On ROCm up to PyTorch 2.10, HIPCachingAllocatorMasqueradingAsCUDA keeps the allocator it saw
+    first, so a swap after anything asked PyTorch for its allocator is silently not in force.
+    The extension asks PyTorch's own accessor (no allocation). The pluggable allocator cannot be
+    asked, so one byte is allocated on the current device and must be umem's: PyTorch's allocator
+    is one object for every device, so one device proves it (touching each device would make a
+    context on every GPU in every rank)."""
+    if extension is not None:
+        in_force = extension.in_force()
+    else:
+        probe = torch.empty(1, dtype=torch.uint8, device="cuda")
+        in_force = lib.umem_torch_owns(ctypes.c_void_p(probe.data_ptr())) != 0
+        del probe
+    if not in_force:
+        rocm = getattr(torch.version, "hip", None)
+        raise UmemTorchError(
+            "umem.torch.enable(): PyTorch accepted umem as its GPU allocator, but its tensors "
+            "still come from another one"
+            + (" (PyTorch for ROCm up to 2.10 keeps the allocator it handed out first)"
+               if rocm else "")
+            + ": something asked PyTorch for its GPU allocator before enable() (a torch.cuda "
+            "memory function, torch.cuda.set_device, a library importing with GPU work). Call "
+            "umem.torch.enable() right after `import torch`, before anything else touches the GPU")
 
 
 def _patch_torch_cuda():
@@ -748,3 +796,8 @@ def _apply_binding(b, memory_policy):
         _lib.check(_lib.lib().umem_torch_set_memory_policy(b["numa_node"], memory_policy.encode()))
     if b["device"] >= 0 and torch.cuda.is_available():
         torch.cuda.set_device(b["device"])
+
+
+if __name__ == "__main__":  # python -m umem.torch build: the allocator extension, ahead of time
+    from umem import _extension as _ext
+    sys.exit(_ext.main(sys.argv[1:]))

@@ -19,6 +19,10 @@
 // While any pool routing is active (a capture may be underway in some thread), umem records and
 // queries no events (umem_torch_capture_begin) and every umem call runs in relaxed capture mode,
 // so that an allocation on another thread does not invalidate a capture in "global" mode.
+//
+// Releases: one source for PyTorch 2.6 to 2.14 (Note [PyTorch releases] in torch_compat.hpp).
+// Methods whose form changed between releases are declared in every form, without `override`;
+// the calls to PyTorch's own allocator go through torch_compat.hpp's templates.
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
@@ -27,7 +31,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 #include <torch/extension.h>
 
 #include <atomic>
@@ -43,12 +46,17 @@
 #include <vector>
 
 #include "memory_history.hpp"
+#include "torch_compat.hpp"
 #include "umem/umem_torch.h"
+#if UMEM_TORCH_PLUGGABLE_HEADER
+#include <torch/csrc/cuda/CUDAPluggableAllocator.h>
+#endif
 
 namespace {
 
-namespace cca = c10::cuda::CUDACachingAllocator;
-namespace cda = c10::CachingDeviceAllocator;
+namespace ue = umem_extension;
+namespace cca = ue::cca;
+using pool_id = ue::mempool_id;
 
 // libumem_torch.so's functions, from the Python package (install()); the types come from the
 // header, so a mismatch does not compile.
@@ -115,7 +123,7 @@ umem_cuda_allocator* the_allocator = nullptr;  // PyTorch keeps it for the proce
 
 void delete_block(void* p);
 
-void add_stat(c10::CachingAllocator::Stat& to, const umem_torch_stat& from) {
+void add_stat(ue::stat& to, const umem_torch_stat& from) {
   to.current += from.current;
   to.peak += from.peak;
   to.allocated += from.allocated;
@@ -125,6 +133,7 @@ void add_stat(c10::CachingAllocator::Stat& to, const umem_torch_stat& from) {
 class umem_cuda_allocator final : public cca::CUDAAllocator {
  public:
   explicit umem_cuda_allocator(cca::CUDAAllocator* native) : native_(native) {
+#if UMEM_TORCH_PLUGGABLE_HEADER
     segments_ = torch::cuda::CUDAPluggableAllocator::createCustomAllocator(
         [](size_t size, int device, cudaStream_t) -> void* {
           void* p = nullptr;
@@ -135,6 +144,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
           if (fn.umem_torch_segment_free(p) != UMEM_OK)
             TORCH_WARN("umem: freeing a pool segment failed: ", umem_message());
         });
+#endif
   }
 
   // --- allocation ---------------------------------------------------------------------------
@@ -194,8 +204,8 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   }
 
   // --- statistics and cache -----------------------------------------------------------------
-  cda::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
-    cda::DeviceStats s = native_->getDeviceStats(device);
+  cca::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    cca::DeviceStats s = native_->getDeviceStats(device);
     umem_torch_device_stats u{};
     check(fn.umem_torch_get_device_stats(device, &u), "statistics");
     for (std::size_t c = 0; c < 3; ++c) {
@@ -221,11 +231,14 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     native_->resetPeakStats(device);
     check(fn.umem_torch_reset_peak_stats(device), "reset_peak_memory_stats");
   }
-  void emptyCache(c10::MempoolId_t mempool_id) override {
+  // PyTorch >= 2.8's form, then 2.6's (Note [PyTorch releases]).
+  void emptyCache(pool_id id) { empty_cache(id); }
+  void emptyCache() { empty_cache({0, 0}); }
+  void empty_cache(pool_id mempool_id) {
     // Like PyTorch's: the default pool is released only while no pool routing is active, and
     // releasing waits for the events of blocks still used by streams, not for whole devices.
     // PyTorch's first: the pool segments it releases go back to umem, whose trim then frees them.
-    native_->emptyCache(mempool_id);
+    ue::empty_cache(*native_, mempool_id);
     if (mempool_id.first == 0 && mempool_id.second == 0 && routes_.load() == 0)
       check(fn.umem_torch_empty_cache(0, nullptr), "empty_cache");
     for (c10::DeviceIndex d = 0; d < c10::cuda::device_count(); ++d) note_native_reserved(d);
@@ -233,7 +246,8 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   void cacheInfo(c10::DeviceIndex device, size_t* largest) override {
     native_->cacheInfo(device, largest);
   }
-  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+  // An override where c10::DeviceAllocator declares it (2.9 on).
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) {
     size_t free_bytes = 0, total = 0;
     check(fn.umem_torch_mem_get_info(device, &free_bytes, &total), "mem_get_info");
     return {free_bytes, total};
@@ -248,20 +262,24 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     check(fn.umem_torch_set_memory_fraction(fraction, device), "set_per_process_memory_fraction");
   }
 
-  cca::SnapshotInfo snapshot(c10::MempoolId_t mempool_id, bool include_traces) override {
-    cca::SnapshotInfo info = native_->snapshot(mempool_id, include_traces);
+  // Every release's form (Note [PyTorch releases]).
+  cca::SnapshotInfo snapshot(pool_id id, bool include_traces) { return take_snapshot(id, include_traces); }
+  cca::SnapshotInfo snapshot(pool_id id) { return take_snapshot(id, true); }
+  cca::SnapshotInfo snapshot() { return take_snapshot({0, 0}, true); }
+  cca::SnapshotInfo take_snapshot(pool_id mempool_id, bool include_traces) {
+    cca::SnapshotInfo info = ue::snapshot(*native_, mempool_id, include_traces);
     if (mempool_id.first != 0 || mempool_id.second != 0) return info;
     for (c10::DeviceIndex d = 0; d < c10::cuda::device_count(); ++d) {
       struct visit_ctx {
         c10::DeviceIndex device;
-        std::vector<cda::SegmentInfo>* out;
+        std::vector<cca::SegmentInfo>* out;
         const umem_extension::memory_history* history;
       } ctx{d, &info.segments, &history_};
       check(fn.umem_torch_visit_segments(
                 d,
                 [](void* c, const umem_torch_segment_info* s) {
                   auto* v = static_cast<visit_ctx*>(c);
-                  cda::SegmentInfo seg;
+                  cca::SegmentInfo seg;
                   seg.device = v->device;
                   seg.address = s->address;
                   seg.total_size = s->size;
@@ -269,7 +287,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
                   std::size_t address = s->address;
                   for (size_t i = 0; i < s->block_count; ++i) {
                     const umem_torch_block_info& b = s->blocks[i];
-                    cda::BlockInfo block;
+                    cca::BlockInfo block;
                     block.size = b.size;
                     block.requested_size = b.requested;
                     block.allocated = b.allocated != 0;
@@ -293,12 +311,13 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   }
 
   // --- private pools: PyTorch's own allocator (Note [Two allocators, one interface]) ----------
-  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+  void beginAllocateToPool(c10::DeviceIndex device, pool_id mempool_id,
                            std::function<bool(cudaStream_t)> filter) override {
-    // A pool PyTorch's allocator would create here (a graph capture's own) gets umem's segments:
-    // created with them first, the routing's reference taken by beginAllocateToPool itself.
+    // A pool PyTorch's allocator would create here (a graph capture's own) gets umem's segments
+    // where the release can take them: created with them first, the routing's reference taken
+    // by beginAllocateToPool itself.
     const bool fresh = add_pool_reference(device, mempool_id);
-    if (fresh) native_->createOrIncrefPool(device, mempool_id, segments_);
+    if (fresh) ue::create_or_incref_pool(*native_, device, mempool_id, segments_);
     native_->beginAllocateToPool(device, mempool_id, filter);
     if (fresh) native_->releasePool(device, mempool_id);
     {
@@ -308,7 +327,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     }
     fn.umem_torch_capture_begin();
   }
-  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+  void endAllocateToPool(c10::DeviceIndex device, pool_id mempool_id) override {
     native_->endAllocateToPool(device, mempool_id);
     {
       std::lock_guard lock(routes_mutex_);
@@ -321,13 +340,17 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     }
     fn.umem_torch_capture_end();
   }
-  void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
-                          std::shared_ptr<cca::CUDAAllocator> allocator) override {
+  // The form with an allocator (2.11 [inferred from PR 171962's date] on), then 2.6's.
+  void createOrIncrefPool(c10::DeviceIndex device, pool_id mempool_id,
+                          ue::allocator_ptr allocator) {
     const bool fresh = add_pool_reference(device, mempool_id);
-    native_->createOrIncrefPool(device, mempool_id,
-                                allocator || !fresh ? std::move(allocator) : segments_);
+    ue::create_or_incref_pool(*native_, device, mempool_id,
+                              allocator || !fresh ? std::move(allocator) : segments_);
   }
-  void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+  void ensureExistsAndIncrefPool(c10::DeviceIndex device, pool_id mempool_id) {
+    createOrIncrefPool(device, mempool_id, nullptr);
+  }
+  void releasePool(c10::DeviceIndex device, pool_id mempool_id) override {
     native_->releasePool(device, mempool_id);
     std::lock_guard lock(routes_mutex_);
     auto it = pool_references_.find({device, mempool_id});
@@ -336,26 +359,28 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
       use_on_oom_.erase({device, mempool_id});
     }
   }
-  int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+  int getPoolUseCount(c10::DeviceIndex device, pool_id mempool_id) override {
     return native_->getPoolUseCount(device, mempool_id);
   }
-  void setUseOnOOM(c10::DeviceIndex device, c10::MempoolId_t mempool_id, bool use_on_oom) override {
-    native_->setUseOnOOM(device, mempool_id, use_on_oom);
+  // The form with a flag, then the one that only turns it on; 2.6 has neither.
+  void setUseOnOOM(c10::DeviceIndex device, pool_id id) { setUseOnOOM(device, id, true); }
+  void setUseOnOOM(c10::DeviceIndex device, pool_id mempool_id, bool use_on_oom) {
+    ue::set_use_on_oom(*native_, device, mempool_id, use_on_oom);
     std::lock_guard lock(routes_mutex_);
     if (use_on_oom)
       use_on_oom_.insert({device, mempool_id});
     else
       use_on_oom_.erase({device, mempool_id});
   }
-  void setNoSplit(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
-    native_->setNoSplit(device, mempool_id);
+  void setNoSplit(c10::DeviceIndex device, pool_id mempool_id) {
+    ue::set_no_split(*native_, device, mempool_id);
   }
-  bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+  bool checkPoolLiveAllocations(c10::DeviceIndex device, pool_id mempool_id,
                                 const std::unordered_set<void*>& expected) override {
     return native_->checkPoolLiveAllocations(device, mempool_id, expected);
   }
   std::shared_ptr<cca::AllocatorState> getCheckpointState(c10::DeviceIndex device,
-                                                          c10::MempoolId_t id) override {
+                                                          pool_id id) override {
     return native_->getCheckpointState(device, id);
   }
   cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex device,
@@ -374,8 +399,8 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   bool initialized() override { return native_->initialized(); }
   void enable(bool value) override { native_->enable(value); }
   bool isEnabled() const override { return native_->isEnabled(); }
-  std::vector<cca::StreamSegmentSize> getExpandableSegmentSizes(c10::DeviceIndex device) override {
-    return native_->getExpandableSegmentSizes(device);
+  ue::segment_sizes getExpandableSegmentSizes(c10::DeviceIndex device) {
+    return ue::expandable_segment_sizes(*native_, device);
   }
   void* getBaseAllocation(void* ptr, size_t* size) override {
     TORCH_CHECK(fn.umem_torch_owns(ptr) == 0, not_shareable());
@@ -389,30 +414,43 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     return native_->getIpcDevPtr(std::move(handle));
   }
   bool isHistoryEnabled() override { return history_.enabled() || native_->isHistoryEnabled(); }
+  // Every release's form, newest first.
   void recordHistory(bool enabled, cca::CreateContextFn context_recorder,
                      size_t alloc_trace_max_entries, cca::RecordContext when, bool clear_history,
-                     const std::vector<std::string>& skip_actions) override {
+                     const std::vector<std::string>& skip_actions) {
     // Note [Memory history] in memory_history.hpp: umem's blocks here, the private pools there.
     history_.configure(enabled, context_recorder, alloc_trace_max_entries, when, clear_history,
                        skip_actions);
-    native_->recordHistory(enabled, context_recorder, alloc_trace_max_entries, when,
-                           clear_history, skip_actions);
+    ue::record_history(*native_, enabled, context_recorder, alloc_trace_max_entries, when,
+                       clear_history, skip_actions);
+  }
+  void recordHistory(bool enabled, cca::CreateContextFn context_recorder,
+                     size_t alloc_trace_max_entries, cca::RecordContext when, bool clear_history) {
+    recordHistory(enabled, context_recorder, alloc_trace_max_entries, when, clear_history, {});
+  }
+  void recordHistory(bool enabled, cca::CreateContextFn context_recorder,
+                     size_t alloc_trace_max_entries, cca::RecordContext when) {
+    recordHistory(enabled, context_recorder, alloc_trace_max_entries, when, false, {});
   }
   void recordAnnotation(const std::vector<std::pair<std::string, std::string>>& md) override {
     native_->recordAnnotation(md);
   }
-  void pushCompileContext(std::string& md) override { native_->pushCompileContext(md); }
-  void popCompileContext() override { native_->popCompileContext(); }
-  void setUserMetadata(const std::string& metadata) override {
-    native_->setUserMetadata(metadata);
-  }
-  std::string getUserMetadata() override { return native_->getUserMetadata(); }
+  void pushCompileContext(std::string& md) { ue::push_compile_context(*native_, md); }
+  void popCompileContext() { ue::pop_compile_context(*native_); }
+  void setUserMetadata(const std::string& metadata) { ue::set_user_metadata(*native_, metadata); }
+  std::string getUserMetadata() { return ue::user_metadata(*native_); }
   void attachOutOfMemoryObserver(cca::OutOfMemoryObserver observer) override {
     {
       std::lock_guard lock(routes_mutex_);
       oom_observers_.push_back(observer);
     }
     native_->attachOutOfMemoryObserver(std::move(observer));
+  }
+  // Pure virtual from 2.12 [inferred; absent in 2.11, present in 2.14.1]: PyTorch's allocator
+  // tells these observers of requests it refuses before trying (throw_on_cudamalloc_oom); umem
+  // refuses none that way, so they hear only of PyTorch's private pools.
+  void attachOomRejectionObserver(ue::oom_rejection_observer observer) {
+    ue::attach_oom_rejection_observer(*native_, std::move(observer));
   }
   void attachAllocatorTraceTracker(cca::AllocatorTraceTracker tracker) override {
     native_->attachAllocatorTraceTracker(std::move(tracker));
@@ -429,7 +467,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
  private:
   struct route {
     c10::DeviceIndex device;
-    c10::MempoolId_t id;
+    pool_id id;
     std::function<bool(cudaStream_t)> filter;
   };
 
@@ -453,7 +491,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
 
   // Mirrors the use count of PyTorch's private pools (its getPoolUseCount asserts that the pool
   // exists): true when `id` had no reference, so PyTorch's allocator is about to create it.
-  bool add_pool_reference(c10::DeviceIndex device, c10::MempoolId_t id) {
+  bool add_pool_reference(c10::DeviceIndex device, pool_id id) {
     std::lock_guard lock(routes_mutex_);
     return pool_references_[{device, id}]++ == 0;
   }
@@ -461,9 +499,8 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   // Tells umem what PyTorch's allocator holds on `device` (umem_torch_set_external_reserved),
   // after every call that may have changed it; only pool and fallback paths call it.
   void note_native_reserved(c10::DeviceIndex device) {
-    const cda::DeviceStats s = native_->getDeviceStats(device);
-    const auto reserved =
-        s.reserved_bytes[static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
+    const cca::DeviceStats s = native_->getDeviceStats(device);
+    const auto reserved = s.reserved_bytes[0].current;  // StatType::AGGREGATE, 0 in every release
     (void)fn.umem_torch_set_external_reserved(device, static_cast<uint64_t>(reserved));
   }
 
@@ -539,10 +576,10 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
   std::vector<route> routing_;
   std::atomic<int> routes_{0};  // routing_.size(), read without the lock
   std::vector<cca::OutOfMemoryObserver> oom_observers_;
-  std::map<std::pair<c10::DeviceIndex, c10::MempoolId_t>, int> pool_references_;
-  std::set<std::pair<c10::DeviceIndex, c10::MempoolId_t>> use_on_oom_;
+  std::map<std::pair<c10::DeviceIndex, pool_id>, int> pool_references_;
+  std::set<std::pair<c10::DeviceIndex, pool_id>> use_on_oom_;
   std::mutex use_on_oom_mutex_;  // one use_on_oom_alloc at a time
-  umem_extension::memory_history history_;
+  ue::memory_history history_;
 };
 
 void delete_block(void* p) { the_allocator->free(p); }
@@ -573,6 +610,14 @@ bool register_device_allocator() {
   return c10::GetAllocator(c10::DeviceType::CUDA) == the_allocator;
 }
 
+// Whether the allocator PyTorch's CUDA (HIP) tensors come from is umem's: cca::get() is what
+// at::empty asks (on ROCm hipified to HIPCachingAllocatorMasqueradingAsCUDA::get(), which up to
+// 2.10 keeps the allocator it saw first: a swap after anything asked for it is not in force).
+bool in_force() {
+  cca::CUDAAllocator* current = cca::get();
+  return current != nullptr && current->name() == "umem";
+}
+
 std::shared_ptr<cca::CUDAAllocator> make_allocator() {
   TORCH_CHECK(fn.umem_torch_alloc != nullptr, "umem: install() the library's functions first");
   TORCH_CHECK(the_allocator == nullptr, "umem: the allocator exists already");
@@ -591,4 +636,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "the allocator, for torch.cuda.memory.change_current_allocator");
   m.def("register_device_allocator", &register_device_allocator,
         "umem as c10's CUDA allocator too (torch.accelerator), once it is PyTorch's");
+  m.def("in_force", &in_force, "whether the allocator PyTorch's tensors get is umem's");
+  m.def("lacking", &ue::lacking, "what this PyTorch's allocator interface cannot do");
 }
