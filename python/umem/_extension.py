@@ -20,6 +20,7 @@ import hashlib
 import importlib.util
 import os
 import re
+import shutil
 import sys
 
 from . import _lib
@@ -96,11 +97,16 @@ def _import_built(name):
 
 def _build(name, verbose=False):
     from torch.utils import cpp_extension
-    folder = source_dir()
+    # Built from a copy inside the build directory: on ROCm cpp_extension writes hipified files
+    # beside the sources, and an installed package may be read-only. The folder itself is an
+    # include path so that hipify converts the extension's own headers too (it converts only
+    # headers it finds on the include paths).
+    folder = os.path.join(build_directory(name), "source")
+    shutil.copytree(source_dir(), folder, dirs_exist_ok=True)
     return cpp_extension.load(
         name=name,
         sources=[os.path.join(folder, _SOURCE)],
-        extra_include_paths=[os.path.join(folder, "include")],
+        extra_include_paths=[os.path.join(folder, "include"), folder],
         extra_cflags=["-O2"],
         with_cuda=True,
         verbose=verbose)

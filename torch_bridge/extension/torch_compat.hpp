@@ -26,7 +26,7 @@
 // lacks is never named: getExpandableSegmentSizes returns whatever the installed release returns
 // (segment_sizes), and an OOM rejection observer is the std::function it is in 2.14.1. A pure
 // virtual form the extension does not know fails the build, which CI catches for 2.6.0 and
-// 2.14.1. The one version macro left is ROCm's (below). What a release lacks is listed at run
+// 2.14.1. The version macros left are ROCm's (below). What a release lacks is listed at run
 // time (lacking()), so umem.torch.mode() says it and nothing falls back silently.
 //
 // ROCm: torch.utils.cpp_extension hipifies the extension (and this header). Up to 2.10 hipify
@@ -41,6 +41,7 @@
 #pragma once
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
 #include <torch/version.h>
 
 #include <cstddef>
@@ -66,6 +67,16 @@
 namespace umem_extension {
 
 namespace cca = c10::cuda::CUDACachingAllocator;
+
+// The stream type of CUDAAllocator::recordStream. Up to 2.10, hipify renames c10::cuda::CUDAStream
+// in an extension to HIPStreamMasqueradingAsCUDA, while HIPAllocator::recordStream takes
+// c10::hip::HIPStream (the renaming of pytorch issue 116722); hipify v2 (PR 174087, 2.11) keeps
+// CUDA names, and the type hipify leaves is the base's again.
+#if defined(USE_ROCM) && !UMEM_TORCH_AT_LEAST(2, 11)
+using allocator_stream = c10::hip::HIPStream;
+#else
+using allocator_stream = c10::cuda::CUDAStream;
+#endif
 
 // Names every release has: c10::cuda keeps MempoolId_t for compatibility once it moved to c10,
 // and CUDACachingAllocator re-exports the trace types once they moved to CachingDeviceAllocator.

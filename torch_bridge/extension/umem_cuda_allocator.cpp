@@ -51,6 +51,9 @@
 #if UMEM_TORCH_PLUGGABLE_HEADER
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 #endif
+#if defined(USE_ROCM) && !UMEM_TORCH_AT_LEAST(2, 11)
+#include <ATen/hip/impl/HIPCachingAllocatorMasqueradingAsCUDA.h>
+#endif
 
 namespace {
 
@@ -190,7 +193,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     }
   }
 
-  void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
+  void recordStream(const c10::DataPtr& ptr, ue::allocator_stream stream) override {
     void* p = ptr.get();
     if (p == nullptr) return;
     if (fn.umem_torch_owns(p) != 0) {
@@ -610,12 +613,19 @@ bool register_device_allocator() {
   return c10::GetAllocator(c10::DeviceType::CUDA) == the_allocator;
 }
 
-// Whether the allocator PyTorch's CUDA (HIP) tensors come from is umem's: cca::get() is what
-// at::empty asks (on ROCm hipified to HIPCachingAllocatorMasqueradingAsCUDA::get(), which up to
-// 2.10 keeps the allocator it saw first: a swap after anything asked for it is not in force).
+// Whether the allocator PyTorch's CUDA (HIP) tensors come from is umem's, asked of the accessor
+// at::empty uses; its deleter is umem's only then. That is cca::get(), except on ROCm up to 2.10,
+// where ATen allocates through HIPCachingAllocatorMasqueradingAsCUDA::get(), whose wrapper keeps
+// the allocator it saw on its first call (aten/src/ATen/hip/impl/
+// HIPCachingAllocatorMasqueradingAsCUDA.cpp), so a swap after anything asked for it is not in
+// force; hipify v2 (PR 174087, 2.11) makes its get() read the current allocator.
 bool in_force() {
-  cca::CUDAAllocator* current = cca::get();
-  return current != nullptr && current->name() == "umem";
+#if defined(USE_ROCM) && !UMEM_TORCH_AT_LEAST(2, 11)
+  c10::Allocator* current = c10::hip::HIPCachingAllocatorMasqueradingAsCUDA::get();
+#else
+  c10::Allocator* current = cca::get();
+#endif
+  return current != nullptr && current->raw_deleter() == &delete_block;
 }
 
 std::shared_ptr<cca::CUDAAllocator> make_allocator() {
