@@ -2,10 +2,12 @@
 # The whole test suite, as CI runs it: dependencies, a warnings-as-errors build with all tests,
 # the PyTorch extension compiled against other PyTorch releases' headers, `pip install .` into a
 # fresh virtual environment with the Python tests against the installed package, `pip install .`
-# as on a machine with PyPI (build isolation), the same build under
+# as on a machine with PyPI (build isolation), the Python tests with Debian unstable's PyTorch in a
+# debootstrap root, the same build under
 # AddressSanitizer + UndefinedBehaviorSanitizer, the allocator under ThreadSanitizer, the
 # placement checks on a 4-NUMA-node VM, and bounded fuzzing.
-# Env: UMEM_FUZZ_SECONDS (default 30 per target); UMEM_SKIP_{ASAN,TSAN,VM,FUZZ}=1 skip a stage.
+# Env: UMEM_FUZZ_SECONDS (default 30 per target); UMEM_SKIP_{UNSTABLE,ASAN,TSAN,VM,FUZZ}=1 skip a
+# stage.
 # The VM stage skips only where QEMU cannot run, and fails instead under CI=true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +29,11 @@ scripts/test-installed-package.sh "$dir"
 
 stage "pip install . with build isolation into a bare virtual environment, as with PyPI"
 scripts/test-isolated-build.sh
+
+if [ "${UMEM_SKIP_UNSTABLE:-0}" != 1 ]; then
+  stage "the Python tests with Debian unstable's PyTorch, in a debootstrap root"
+  tests/python/run-on-debian-unstable.sh
+fi
 
 if [ "${UMEM_SKIP_ASAN:-0}" != 1 ]; then
   stage "ASan+UBSan build + tests"

@@ -35,6 +35,10 @@ for i in range(forks):
     pid = os.fork()
     if pid == 0:
         signal.alarm(20)  # a hang ends as SIGALRM, counted below
+        # What a DataLoader worker does first (torch/utils/data/_utils/worker.py, _worker_loop:
+        # torch.set_num_threads(1)): an OpenMP thread pool the parent used does not survive fork
+        # (GNU OpenMP, Debian's PyTorch builds, hangs in the child's first parallel region).
+        torch.set_num_threads(1)
         ok = int(inherited[0]) == 7 and int(inherited[-1]) == 7
         x = ut.empty(1 << 20, dtype=torch.uint8).fill_(1)
         y = ut.empty(5 << 20, dtype=torch.uint8).fill_(2)
