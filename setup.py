@@ -8,6 +8,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 
 from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
@@ -25,7 +26,7 @@ def version():
 
 class build_native(build_py):
     """build_py, then libumem_torch.so (with the extension's source beside it) and umtopo, put
-    into the package."""
+    into the package, and the allocator extension for the installing Python's PyTorch."""
 
     def run(self):
         super().run()
@@ -48,6 +49,25 @@ class build_native(build_py):
         os.makedirs(os.path.join(package, "bin"), exist_ok=True)
         shutil.copy2(os.path.join(build, "tools", "umtopo", "umtopo"),
                      os.path.join(package, "bin", "umtopo"))
+        self.build_torch_extension()
+
+    def build_torch_extension(self):
+        """Where the installing Python has a GPU build of PyTorch, builds umem's allocator
+        extension for it now (python -m umem.torch build), so that no rank builds it later. A
+        failure is reported, not fatal: enable() builds it on first use instead."""
+        probe = subprocess.run(
+            [sys.executable, "-c", "import torch; print(bool(torch.version.cuda or "
+             "getattr(torch.version, 'hip', None)))"], capture_output=True, text=True)
+        if probe.stdout.strip() != "True":
+            print("umem: no GPU build of PyTorch in this Python; the allocator extension is built "
+                  "on first use (or later with `python -m umem.torch build`)")
+            return
+        env = dict(os.environ, PYTHONPATH=self.build_lib,
+                   UMEM_TORCH_LIBRARY=os.path.join(self.build_lib, "umem", "libumem_torch.so"))
+        built = subprocess.run([sys.executable, "-m", "umem.torch", "build"], env=env)
+        if built.returncode != 0:
+            print("umem: the allocator extension was not built now (above); enable() builds it on "
+                  "first use")
 
 
 class native_distribution(Distribution):
