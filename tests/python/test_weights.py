@@ -303,3 +303,28 @@ def test_meta_parameters_puts_only_parameters_on_meta_or_says_which_pytorch_it_n
     assert model.proj.weight.is_meta and not model.inv_freq.is_meta
     assert tied.head.weight is tied.embed.weight  # the tie survives registration
     assert not torch.nn.Linear(2, 2).weight.is_meta  # the hook is gone after the context
+
+
+# Dtypes safetensors names that older PyTorch releases lack (1.13 has none of them; 2.3 added the
+# unsigned ones, 2.1 the float8 ones): read back bit for bit where this PyTorch has the dtype, an
+# error naming the tensor, the dtype and the PyTorch release where it does not.
+@pytest.mark.parametrize("name, dtype, itemsize", [
+    ("U16", "uint16", 2), ("U32", "uint32", 4), ("U64", "uint64", 8),
+    ("F8_E4M3", "float8_e4m3fn", 1), ("F8_E5M2", "float8_e5m2", 1)])
+def test_newer_dtypes_read_back_bit_for_bit_or_name_the_missing_dtype(tmp_path, name, dtype,
+                                                                    itemsize):
+    raw = bytes(range(1, 1 + 6 * itemsize))
+    text = json.dumps({"t": {"dtype": name, "shape": [2, 3],
+                             "data_offsets": [0, len(raw)]}}).encode()
+    text += b" " * (-len(text) % 8)
+    path = tmp_path / f"{name}.safetensors"
+    path.write_bytes(struct.pack("<Q", len(text)) + text + raw)
+    want = getattr(torch, dtype, None)
+    if want is None:
+        with pytest.raises(ut.UmemTorchError, match=rf"tensor 't' .* is {name}, which PyTorch "
+                                                    rf"{torch.__version__} has no dtype for"):
+            ut.load_safetensors(path)
+        return
+    got = ut.load_safetensors(path)["t"]
+    assert got.dtype == want and got.shape == (2, 3)
+    assert bytes(got.contiguous().view(torch.uint8).view(-1).tolist()) == raw
