@@ -9,6 +9,13 @@
 namespace umem::hip_double {
 namespace {
 
+// A kind past hipMemcpyDefault, but DeviceToDeviceNoCU (clr ihipMemcpy_validate and
+// hipMemcpyAsync_common): hipErrorInvalidMemcpyDirection.
+bool bad_direction(int kind) {
+  return static_cast<std::uint32_t>(kind) > static_cast<std::uint32_t>(memcpy_kind::default_kind) &&
+         kind != memcpy_kind::device_to_device_no_cu;
+}
+
 // clr ihipMemset -> ihipMemset_validate: size 0 does nothing; a null destination, one HIP does not
 // know ("dst ptr is host ptr hence error") and a size past the object's end are invalid. A
 // synchronous fill waits for its stream unless it is a fill of device memory from its start.
@@ -37,9 +44,7 @@ hip_error copy(state& s, const char* call, void* dst, const void* src, std::size
   namespace mk = memcpy_kind;
   if (size == 0) return succeeded(s, call);
   if (dst == nullptr || src == nullptr) return result::invalid_value;
-  if (static_cast<std::uint32_t>(kind) > static_cast<std::uint32_t>(mk::default_kind) &&
-      kind != mk::device_to_device_no_cu)
-    return result::invalid_memcpy_direction;
+  if (bad_direction(kind)) return result::invalid_memcpy_direction;
   const resolved from = get_memory_object(s, src);
   const resolved to = get_memory_object(s, dst);
   if (from.known() && size > from.room()) return result::invalid_value;
@@ -92,8 +97,6 @@ UMEM_DOUBLE_EXPORT hip_error hipMemcpyAsync(void* dst, const void* src, size_t s
   state& s = the_state();
   std::lock_guard lock(s.mu);
   if (hip_error r; enter_memory(s, "hipMemcpyAsync", r)) return r;
-  if (static_cast<std::uint32_t>(kind) > static_cast<std::uint32_t>(memcpy_kind::default_kind) &&
-      kind != memcpy_kind::device_to_device_no_cu)
-    return result::invalid_memcpy_direction;
+  if (bad_direction(kind)) return result::invalid_memcpy_direction;
   return copy(s, "hipMemcpyAsync", dst, src, size, kind, stream, true);
 }

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -12,6 +11,7 @@
 #include <utility>
 
 #include "umem/core/detail/log.hpp"
+#include "umem/core/detail/text.hpp"
 #include "umem/core/error.hpp"
 #include "umem/hip_runtime/hip_compat.hpp"
 
@@ -23,9 +23,7 @@ namespace hc = hip::hip_compat;
 constexpr unsigned kFlags = hc::host_register::portable | hc::host_register::mapped;
 
 std::string range_text(const void* p, std::size_t bytes) {
-  char addr[32];
-  std::snprintf(addr, sizeof addr, "%p", p);
-  return std::to_string(bytes) + " bytes at " + addr;
+  return std::to_string(bytes) + " bytes at " + detail::hex(p);
 }
 
 // The device address HIP has for `p`; null when HIP does not know it (hipPointerGetAttributes
@@ -56,11 +54,9 @@ void register_range(const hip::hip_runtime& rt, void* p, std::size_t bytes, bool
   }
   if (void* d = device_address(rt, p); d != p) {
     const hip::hip_error undo = rt.fn().hipHostUnregister(p);
-    char addr[32];
-    std::snprintf(addr, sizeof addr, "%p", d);
     throw_error(errc::unsupported,
                 "hip_gpu_mapper: HIP registered " + range_text(p, bytes) + " at device address " +
-                    addr +
+                    detail::hex(d) +
                     ", not at its host address; zero-copy sharing needs one address for "
                     "CPU and GPU. The registration was " +
                     (undo == hc::result::success ? std::string("undone.")

@@ -16,13 +16,9 @@ namespace result {
 inline constexpr int success = 0;             // hipSuccess
 inline constexpr int invalid_value = 1;       // hipErrorInvalidValue
 inline constexpr int out_of_memory = 2;       // hipErrorOutOfMemory (hipErrorMemoryAllocation)
-inline constexpr int no_device = 100;         // hipErrorNoDevice
 inline constexpr int invalid_device = 101;    // hipErrorInvalidDevice
 inline constexpr int invalid_handle = 400;    // hipErrorInvalidHandle (hipErrorInvalidResourceHandle)
-inline constexpr int not_found = 500;         // hipErrorNotFound
 inline constexpr int not_ready = 600;         // hipErrorNotReady: queued work has not completed
-inline constexpr int host_memory_already_registered = 712;  // hipErrorHostMemoryAlreadyRegistered
-inline constexpr int host_memory_not_registered = 713;      // hipErrorHostMemoryNotRegistered
 inline constexpr int launch_failure = 719;    // hipErrorLaunchFailure: a kernel faulted
 inline constexpr int unknown = 999;           // hipErrorUnknown
 }  // namespace result

@@ -46,10 +46,10 @@ using hip_stream = hip_stream_st*;  // hipStream_t; null is the current device's
   X(hipEventRecord, required, hip_error, (hip_event, hip_stream))            \
   X(hipEventQuery, required, hip_error, (hip_event))                         \
   X(hipEventSynchronize, required, hip_error, (hip_event))                   \
-  X(hipEventDestroy, required, hip_error, (hip_event))                      \
+  X(hipEventDestroy, required, hip_error, (hip_event))                       \
   X(hipHostRegister, required, hip_error, (void*, std::size_t, unsigned int)) \
-  X(hipHostUnregister, required, hip_error, (void*))                         \
-  X(hipPointerGetAttributes, required, hip_error,                            \
+  X(hipHostUnregister, required, hip_error, (void*))                          \
+  X(hipPointerGetAttributes, required, hip_error,                             \
     (hip_compat::pointer_attributes*, const void*))
 
 // The entry points; null only for a missing optional symbol.
