@@ -18,11 +18,6 @@ fs_root::fs_root(fs::path root) : root_(std::move(root)) {
                                      "' is not a directory; point it at a captured tree or /");
 }
 
-bool fs_root::is_this_system() const {
-  std::error_code ec;
-  return fs::equivalent(root_, "/", ec);
-}
-
 fs::path fs_root::resolve(const std::string& abs_path) const {
   std::string rel = abs_path;
   rel.erase(0, std::min(rel.find_first_not_of('/'), rel.size()));

@@ -102,7 +102,7 @@ std::string caching_pool::describe() const {
   return s.str();
 }
 
-void caching_pool::change(metric m, size_class c, std::int64_t delta) {
+void caching_pool::add_to_stats(metric m, size_class c, std::int64_t delta) {
   stat& total = stats_(m, size_class::all);
   stat& own = stats_(m, c);
   if (delta >= 0) {
@@ -246,14 +246,14 @@ attempt_result caching_pool::try_allocate(std::size_t bytes, std::size_t headroo
   if (thread_cache::is_big(z.rounded))
     if (thread_cache* mine = my_cache()) n_returned = mine->return_big(returned);
   std::string why;
-  const handout h = allocate_locked(bytes, z, headroom,
+  const ticketed_block h = allocate_locked(bytes, z, headroom,
                                     std::span<block* const>(returned.data(), n_returned), why);
   if (!h.b) return {nullptr, std::move(why)};
   if (thread_cache* mine = my_cache()) mine->remember(h.b, h.ticket);
   return {reinterpret_cast<void*>(h.b->address), {}};
 }
 
-caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, const sizing& z,
+caching_pool::ticketed_block caching_pool::allocate_locked(std::size_t bytes, const sizing& z,
                                                     std::size_t headroom,
                                                     std::span<block* const> returned,
                                                     std::string& why) {
@@ -273,7 +273,7 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, const siz
     list.take(b, z.rounded);
     ++stats_[counter::cache_hits];
   } else {
-    if (c == size_class::large_pool) make_room();
+    if (c == size_class::large_pool) decommit_pages_over_cache_cap();
     b = new_segment_block(z.rounded, segment_bytes, c, why);
     if (!b) return {};
   }
@@ -289,8 +289,8 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, const siz
     const std::size_t g = config_.large_segment_rounding;
     const std::uintptr_t begin = b->address / g * g;
     const std::uintptr_t end = (b->address + b->size + g - 1) / g * g;
-    if (const std::size_t more = recommit_bytes(rec, begin, end); more != 0) {
-      make_room();
+    if (const std::size_t more = rec.decommitted.covered(begin, end); more != 0) {
+      decommit_pages_over_cache_cap();
       auto undo = [&] {
         live_.erase(b->address);
         list.release(b);
@@ -313,19 +313,19 @@ caching_pool::handout caching_pool::allocate_locked(std::size_t bytes, const siz
       }
     }
   }
-  return hand_out(b, c, bytes);
+  return mark_live(b, c, bytes);
 }
 
 void caching_pool::insert_live(block* b, const live_block& lb) { live_.insert(b->address, lb); }
 
-caching_pool::handout caching_pool::hand_out(block* b, size_class c, std::size_t bytes) {
+caching_pool::ticketed_block caching_pool::mark_live(block* b, size_class c, std::size_t bytes) {
   b->requested = bytes;
   b->live_requested.store(bytes, std::memory_order_relaxed);
   const std::uint64_t t = ticket::next_live(b->ticket.load(std::memory_order_relaxed));
   b->ticket.store(t, std::memory_order_release);
-  change(metric::allocated_bytes, c, signed_size(b->size));
-  change(metric::requested_bytes, c, signed_size(bytes));
-  change(metric::allocation, c, 1);
+  add_to_stats(metric::allocated_bytes, c, signed_size(b->size));
+  add_to_stats(metric::requested_bytes, c, signed_size(bytes));
+  add_to_stats(metric::allocation, c, 1);
   return {b, t};
 }
 
@@ -346,7 +346,7 @@ attempt_result caching_pool::try_own_segment(std::size_t bytes, const sizing& z,
     release_segment(b, c);
     throw;
   }
-  return {reinterpret_cast<void*>(hand_out(b, c, bytes).b->address), {}};
+  return {reinterpret_cast<void*>(mark_live(b, c, bytes).b->address), {}};
 }
 
 block* caching_pool::new_segment_block(std::size_t block_bytes, std::size_t segment_bytes,
@@ -387,8 +387,8 @@ block* caching_pool::add_segment(const segment& seg, size_class c) {
     ++stats_[counter::upstream_frees];
     throw;
   }
-  change(metric::reserved_bytes, c, signed_size(seg.size));
-  change(metric::segment, c, 1);
+  add_to_stats(metric::reserved_bytes, c, signed_size(seg.size));
+  add_to_stats(metric::segment, c, 1);
   return first;
 }
 
@@ -446,7 +446,7 @@ block* caching_pool::grow_block(std::size_t block_bytes, std::string& why) {
   }
   ++stats_[counter::upstream_allocs];
   const std::size_t extra = seg.size - before;
-  change(metric::reserved_bytes, size_class::large_pool, signed_size(extra));
+  add_to_stats(metric::reserved_bytes, size_class::large_pool, signed_size(extra));
   block* tail = large_.extend_segment(last, extra);
   return large_.take(tail, block_bytes);
 }
@@ -562,22 +562,22 @@ void caching_pool::return_to_list(const live_block& live) {
   const std::size_t requested = lb.b->requested;
   live_.erase(lb.b->address);
   block* first = list_of(lb.pool).release(lb.b);
-  change(metric::allocated_bytes, lb.pool, -signed_size(size));
-  change(metric::requested_bytes, lb.pool, -signed_size(requested));
-  change(metric::allocation, lb.pool, -1);
+  add_to_stats(metric::allocated_bytes, lb.pool, -signed_size(size));
+  add_to_stats(metric::requested_bytes, lb.pool, -signed_size(requested));
+  add_to_stats(metric::allocation, lb.pool, -1);
   if (lb.own_segment) {
     release_segment(first, lb.pool);  // Note [Own segments]
     return;
   }
-  keep_cache_under_limit();
+  release_segments_over_cache_cap();
 }
 
-void caching_pool::keep_cache_under_limit() {
+void caching_pool::release_segments_over_cache_cap() {
   if (config_.max_cached_bytes != 0 && cached_bytes() > config_.max_cached_bytes)
     release_free_segments(config_.max_cached_bytes);
 }
 
-void caching_pool::make_room() {
+void caching_pool::decommit_pages_over_cache_cap() {
   const std::size_t keep = config_.max_cached_bytes;
   if (keep != 0 && cached_bytes() > keep) decommit_free_pages(keep);
 }
@@ -593,17 +593,10 @@ std::size_t caching_pool::decommit_free_pages(std::size_t keep_cached) {
     if (rec.pool != size_class::large_pool || rec.keeps_pages) continue;
     for (const block* b = rec.first; b; b = b->next) {
       if (b->allocated) continue;
-      std::uintptr_t at = (b->address + g - 1) / g * g;
-      const std::uintptr_t end = (b->address + b->size) / g * g;
-      auto d = rec.decommitted.upper_bound(at);
-      if (d != rec.decommitted.begin() && std::prev(d)->second > at) at = std::prev(d)->second;
-      while (at < end) {
-        const std::uintptr_t stop = d != rec.decommitted.end() ? std::min(end, d->first) : end;
-        if (stop > at) spans.push_back({&rec, at, stop});
-        if (d == rec.decommitted.end() || d->first >= end) break;
-        at = d->second;
-        ++d;
-      }
+      rec.decommitted.for_each_gap((b->address + g - 1) / g * g, (b->address + b->size) / g * g,
+                                   [&](std::uintptr_t at, std::uintptr_t stop) {
+                                     spans.push_back({&rec, at, stop});
+                                   });
     }
   }
   std::stable_sort(spans.begin(), spans.end(), [](const span& x, const span& y) {
@@ -627,20 +620,9 @@ std::size_t caching_pool::decommit_free_pages(std::size_t keep_cached) {
                  e.what());
       break;
     }
-    auto& d = s.rec->decommitted;
-    std::uintptr_t begin = s.begin;
-    std::uintptr_t end = s.end;
-    if (auto next = d.find(end); next != d.end()) {  // merge with neighbours: never adjacent
-      end = next->second;
-      d.erase(next);
-    }
-    if (auto it = d.lower_bound(begin); it != d.begin() && std::prev(it)->second == begin) {
-      std::prev(it)->second = end;
-    } else {
-      d.emplace(begin, end);
-    }
+    s.rec->decommitted.insert(s.begin, s.end);
     decommitted_bytes_ += bytes;
-    change(metric::reserved_bytes, size_class::large_pool, -signed_size(bytes));
+    add_to_stats(metric::reserved_bytes, size_class::large_pool, -signed_size(bytes));
     released += bytes;
   }
   if (released != 0)
@@ -648,32 +630,13 @@ std::size_t caching_pool::decommit_free_pages(std::size_t keep_cached) {
   return released;
 }
 
-std::size_t caching_pool::recommit_bytes(const segment_record& rec, std::uintptr_t begin,
-                                         std::uintptr_t end) const {
-  std::size_t bytes = 0;
-  auto it = rec.decommitted.upper_bound(begin);
-  if (it != rec.decommitted.begin() && std::prev(it)->second > begin) --it;
-  for (; it != rec.decommitted.end() && it->first < end; ++it)
-    bytes += std::min(end, it->second) - std::max(begin, it->first);
-  return bytes;
-}
-
 void caching_pool::recommit(segment_record& rec, std::uintptr_t begin, std::uintptr_t end) {
-  auto& d = rec.decommitted;
-  auto it = d.upper_bound(begin);
-  if (it != d.begin() && std::prev(it)->second > begin) --it;
-  while (it != d.end() && it->first < end) {
-    const auto [r0, r1] = *it;
-    const std::uintptr_t a = std::max(begin, r0);
-    const std::uintptr_t e = std::min(end, r1);
-    // First the upstream (it may throw, leaving this piece given back), then the bookkeeping.
+  // First the upstream (it may throw, leaving that piece given back), then the bookkeeping.
+  rec.decommitted.take(begin, end, [&](std::uintptr_t a, std::uintptr_t e) {
     upstream_.recommit(rec.seg, reinterpret_cast<void*>(a), e - a);
-    it = d.erase(it);
-    if (r0 < a) d.emplace(r0, a);
-    if (e < r1) it = d.emplace(e, r1).first;  // starts at `end`: the loop stops there
     decommitted_bytes_ -= e - a;
-    change(metric::reserved_bytes, size_class::large_pool, signed_size(e - a));
-  }
+    add_to_stats(metric::reserved_bytes, size_class::large_pool, signed_size(e - a));
+  });
 }
 
 void caching_pool::fail_bad_free(const void* p) const {
@@ -764,15 +727,15 @@ std::size_t caching_pool::release_segment(block* first, size_class c) {
   const auto it = segments_.find(first->segment_base);
   const segment seg = it->second.seg;
   const std::size_t given_back =
-      recommit_bytes(it->second, address_of(seg.base), address_of(seg.base) + seg.size);
+      it->second.decommitted.covered(address_of(seg.base), address_of(seg.base) + seg.size);
   list_of(c).remove_segment(first);
   segments_.erase(it);
   if (address_of(seg.base) == growable_) growable_ = 0;
   upstream_.deallocate(seg);
   ++stats_[counter::upstream_frees];
   decommitted_bytes_ -= given_back;
-  change(metric::reserved_bytes, c, -signed_size(seg.size - given_back));
-  change(metric::segment, c, -1);
+  add_to_stats(metric::reserved_bytes, c, -signed_size(seg.size - given_back));
+  add_to_stats(metric::segment, c, -1);
   return seg.size - given_back;
 }
 

@@ -16,9 +16,6 @@ class fs_root {
   explicit fs_root(std::filesystem::path root = "/");
 
   const std::filesystem::path& root() const { return root_; }
-  // True when the root is "/" (directly or through symlinks): a topology read from any other
-  // root describes another machine and must not be used to bind or allocate here.
-  bool is_this_system() const;
 
   std::filesystem::path resolve(const std::string& abs_path) const;
   bool exists(const std::string& abs_path) const;

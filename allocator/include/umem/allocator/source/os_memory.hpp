@@ -18,8 +18,6 @@
 
 namespace umem::alloc::os {
 
-inline constexpr std::size_t huge_page_size = std::size_t{2} << 20;  // x86-64 PMD-sized THP
-
 // The base page size (sysconf(_SC_PAGESIZE)).
 std::size_t page_size();
 

@@ -129,6 +129,7 @@
 #include <vector>
 
 #include "umem/allocator/detail/pool/free_list.hpp"
+#include "umem/allocator/detail/pool/interval_set.hpp"
 #include "umem/allocator/detail/pool/reclaim_ladder.hpp"
 #include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/placement.hpp"
@@ -261,9 +262,8 @@ class caching_pool {
     segment seg;
     block* first = nullptr;  // the block at seg.base (lives as long as the segment)
     size_class pool = size_class::large_pool;
-    // Granules whose pages were given back (Note [Decommitted pages]): begin -> end, disjoint,
-    // never adjacent, all inside free blocks.
-    std::map<std::uintptr_t, std::uintptr_t> decommitted;
+    // Granules whose pages were given back (Note [Decommitted pages]), all inside free blocks.
+    interval_set decommitted;
     bool keeps_pages = false;  // the upstream refused to decommit here: never asked again
   };
   struct live_block {
@@ -273,7 +273,9 @@ class caching_pool {
   };
 
   using live_map = umem::detail::address_map<live_block>;  // Note [Address map]
-  struct handout {
+  // A block just handed out and the live ticket mark_live gave it (Note [Block tickets] in
+  // free_list.hpp), for the caller's thread cache.
+  struct ticketed_block {
     block* b = nullptr;
     std::uint64_t ticket = 0;
   };
@@ -305,21 +307,23 @@ class caching_pool {
   }
   // `returned`: blocks a thread cache gave back (thread_cache::return_big), released first. Out
   // of memory: a null block, `why` says why (Note [Running out]).
-  handout allocate_locked(std::size_t bytes, const sizing& z, std::size_t headroom,
-                          std::span<block* const> returned, std::string& why);
+  ticketed_block allocate_locked(std::size_t bytes, const sizing& z, std::size_t headroom,
+                                std::span<block* const> returned, std::string& why);
   attempt_result try_own_segment(std::size_t bytes, const sizing& z, std::size_t headroom);
   void* climb_alone(std::size_t bytes, std::size_t headroom, bool own_segment);
   class headroom_scope;
   std::size_t reserved_cap() const;
   void release_cached(block* b);
   void return_to_list(const live_block& live);
-  void change(metric m, size_class c, std::int64_t delta);
+  // Adds `delta` to metric m of class c and of all classes, here and in the global statistics.
+  void add_to_stats(metric m, size_class c, std::int64_t delta);
   // These three: null (nullopt) when out of memory, with `why`.
   block* new_segment_block(std::size_t block_bytes, std::size_t segment_bytes, size_class c,
                            std::string& why);
   block* add_segment(const segment& seg, size_class c);
   void insert_live(block* b, const live_block& lb);
-  handout hand_out(block* b, size_class c, std::size_t bytes);
+  // Gives `b` (already in live_) its requested size and a live ticket, and counts it.
+  ticketed_block mark_live(block* b, size_class c, std::size_t bytes);
   std::size_t release_segment(block* first, size_class c);
   std::optional<segment> obtain_segment(std::size_t segment_bytes, bool growable,
                                         std::string& why);
@@ -328,11 +332,12 @@ class caching_pool {
   bool over_limit(std::size_t more) const;
   std::string limit_text(std::size_t more, const char* what) const;
   std::size_t release_free_segments(std::size_t keep_cached);
-  void keep_cache_under_limit();
-  void make_room();
+  // While the cache (reserved - allocated) is over max_cached_bytes: after a free, whole free
+  // segments go back; before the pool commits more memory, free pages go back too (Note
+  // [Decommitted pages]).
+  void release_segments_over_cache_cap();
+  void decommit_pages_over_cache_cap();
   std::size_t decommit_free_pages(std::size_t keep_cached);
-  std::size_t recommit_bytes(const segment_record& rec, std::uintptr_t begin,
-                             std::uintptr_t end) const;
   void recommit(segment_record& rec, std::uintptr_t begin, std::uintptr_t end);
   std::size_t cached_bytes() const;
   std::size_t reserved_now() const;  // takes mutex_

@@ -95,7 +95,6 @@ class free_list {
 
   std::size_t free_bytes() const { return free_bytes_; }
   std::size_t free_block_count() const { return free_.size(); }
-  std::size_t min_split_remainder() const { return min_split_; }
 
  private:
   // Order of the free set: (size, address), so lower_bound finds the best fit.
