@@ -43,9 +43,10 @@ if [ "${UMEM_SKIP_ASAN:-0}" != 1 ]; then
 fi
 
 if [ "${UMEM_SKIP_TSAN:-0}" != 1 ]; then
-  stage "ThreadSanitizer: allocator and torch bridge tests"
-  dir=$(scripts/build.sh tsan umem_allocator_tests umem_torch_bridge_tests | tail -n 1)
-  TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$dir" -L 'allocator|torch_bridge' --output-on-failure -j 2
+  stage "ThreadSanitizer: machine, allocator and torch bridge tests"
+  dir=$(scripts/build.sh tsan umem_machine_tests umem_allocator_tests umem_torch_bridge_tests |
+        tail -n 1)
+  TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$dir" -L 'machine|allocator|torch_bridge' --output-on-failure -j 2
 fi
 
 if [ "${UMEM_SKIP_VM:-0}" != 1 ]; then

@@ -14,16 +14,16 @@
 #include "umem/allocator/detail/pool/caching_pool.hpp"
 #include "umem/allocator/detail/pool/reclaim_ladder.hpp"
 #include "umem/allocator/fork_safety.hpp"
+#include "umem/allocator/gpu/gpu_visibility.hpp"
 #include "umem/allocator/gpu/gpu_visible_source.hpp"
 #include "umem/allocator/source/host_numa_source.hpp"
 #include "umem/allocator/source/limiting_source.hpp"
-#include "umem/allocator/gpu/gpu_memory_kind.hpp"
-#include "umem/allocator/gpu/live_machine.hpp"
 #include "umem/allocator/source/os_memory.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"
 #include "umem/core/detail/text.hpp"
+#include "umem/machine/gpu_memory_kind.hpp"
 
 namespace umem::alloc {
 namespace {
@@ -118,7 +118,7 @@ struct allocator::impl {
   // policy_route's pool, for allocate()'s first test: null until it is resolved, and for `local`.
   std::atomic<caching_pool*> policy_home{nullptr};
   std::array<std::atomic<const route*>, max_cached_local_nodes> local_routes{};  // by node
-  // Outlives the device entries (it may own what their sources use, like the backend).
+  // Outlives the device entries (it may own what their sources use, like the runtime).
   device_source_factory device_sources;
   std::deque<device_entry> devices;  // appended under pools_mutex
   std::vector<std::atomic<const device_entry*>> device_slots;  // by GPU index, set once
@@ -299,7 +299,8 @@ void check_device_limits(const alloc_options& options, const topology& topo) {
                       (gpus.empty() ? std::string("the topology has no GPU")
                                     : "the topology's GPUs are device:0 to device:" +
                                           std::to_string(gpus.size() - 1)));
-    if (memory_kind_of(*gpus[static_cast<std::size_t>(device)]) == gpu_memory_kind::unified)
+    if (machine::memory_kind_of(*gpus[static_cast<std::size_t>(device)]) ==
+        machine::gpu_memory_kind::unified)
       throw_error(errc::invalid_argument,
                   key + ": GPU " + std::to_string(device) +
                       " is unified: its device memory is its NUMA node's memory; limit that "
@@ -310,16 +311,16 @@ void check_device_limits(const alloc_options& options, const topology& topo) {
 }  // namespace
 
 allocator::allocator(const alloc_options& options)
-    : allocator(options, discover_live_machine()) {}
+    : allocator(options, machine::discover_live_machine()) {}
 
-allocator::allocator(const alloc_options& options, live_machine m)
+allocator::allocator(const alloc_options& options, machine::live_machine m)
     : impl_(std::make_unique<impl>()) {
-  auto mapper = m.backend->make_mapper(m.topo);
+  auto mapper = make_gpu_mapper(*m.runtime, m.topo);
   auto host = std::make_unique<host_numa_source>(host_source_config{options.huge_pages,
                                                                     options.populate});
   // The factory reads the topology the allocator keeps (impl_ outlives it).
-  device_source_factory device_sources = [backend = m.backend, state = impl_.get()](int device) {
-    return backend->make_device_memory_source(state->topo, device);
+  device_source_factory device_sources = [runtime = m.runtime, state = impl_.get()](int device) {
+    return make_device_memory_source(*runtime, state->topo, device);
   };
   assemble(options, std::move(m.topo), std::move(host), std::move(mapper),
            std::move(device_sources));

@@ -32,14 +32,14 @@
 
 #include "umem/allocator/alloc_config.hpp"
 #include "umem/allocator/allocator.hpp"
-#include "umem/allocator/gpu/gpu_backend.hpp"
-#include "umem/allocator/gpu/live_machine.hpp"
+#include "umem/allocator/gpu/gpu_visibility.hpp"
 #include "umem/allocator/gpu/no_gpu_mapper.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/allocator/source/host_numa_source.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/snapshot.hpp"
 #include "umem/importers/rocminfo_importer.hpp"
+#include "umem/machine/live_machine.hpp"
 
 namespace {
 
@@ -158,8 +158,8 @@ int main(int argc, char** argv) {
     setenv("UMEM_HSA_RUNTIME_LIB", rocr.c_str(), 1);
     setenv("UMEM_GPU_BACKEND", "rocr", 1);
     // The live machine before HIP is mapped: the ROCr backend without HIP locks segments itself.
-    ua::live_machine m = ua::discover_live_machine();
-    if (std::string(m.backend->name()) != "rocr") {
+    umem::machine::live_machine m = umem::machine::discover_live_machine();
+    if (m.runtime->kind() != umem::machine::gpu_runtime_kind::rocr) {
       std::fprintf(stderr, "umem-hip-registration-bench: no ROCr here: %s\n",
                    m.topo.gpu_backend.reason.c_str());
       return 1;
@@ -175,8 +175,8 @@ int main(int argc, char** argv) {
                   size, reuse, c);
     rows.push_back(measure("host only (anchor)", std::make_unique<ua::no_gpu_mapper>("bench"),
                            m.topo, node, segments, size, reuse, c));
-    rows.push_back(measure("ROCr lock (no HIP)", m.backend->make_mapper(m.topo), m.topo, node,
-                           segments, size, reuse, c));
+    rows.push_back(measure("ROCr lock (no HIP)", ua::make_gpu_mapper(*m.runtime, m.topo), m.topo,
+                           node, segments, size, reuse, c));
     c.hip = dlopen(hip.c_str(), RTLD_NOW | RTLD_GLOBAL);  // as PyTorch for ROCm maps it
     if (c.hip == nullptr) throw std::runtime_error("cannot map " + hip + ": " + dlerror());
     if (auto attach =
@@ -184,9 +184,9 @@ int main(int argc, char** argv) {
       if (attach(rocr.c_str()) != 0)
         throw std::runtime_error("the HIP double cannot attach to " + rocr);
     setenv("UMEM_HIP_RUNTIME_LIB", hip.c_str(), 1);
-    auto with_hip = ua::make_rocr_backend(m.rocr, "bench");
-    rows.push_back(measure("HIP registration", with_hip->make_mapper(m.topo), m.topo, node,
-                           segments, size, reuse, c));
+    auto with_hip = umem::machine::make_rocr_runtime(m.rocr, "bench");
+    rows.push_back(measure("HIP registration", ua::make_gpu_mapper(*with_hip, m.topo), m.topo,
+                           node, segments, size, reuse, c));
 
     std::printf("%s, XNACK %s, %zu segments of %zu bytes per mapper%s\n\n",
                 doubles ? "test doubles (times are not a GPU's)" : "real runtime",

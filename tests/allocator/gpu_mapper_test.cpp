@@ -16,13 +16,14 @@
 
 #include "allocator/mi300a_double_fixture.hpp"
 #include "hsa_runtime/rocr_test_env.hpp"
-#include "umem/allocator/gpu/gpu_backend.hpp"
+#include "umem/allocator/gpu/gpu_visibility.hpp"
 #include "umem/allocator/gpu/no_gpu_mapper.hpp"
 #include "umem/allocator/gpu/rocr_gpu_mapper.hpp"
 #include "umem/core/error.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
 #include "umem/importers/numactl_importer.hpp"
+#include "umem/machine/gpu_runtime_selection.hpp"
 #include "umem/numa/gpu_numa_mapping.hpp"
 
 namespace {
@@ -32,6 +33,8 @@ using umem::coherence;
 using umem::hsa::rocr_library;
 using umem::test::scoped_env;
 using namespace umem::alloc::test;
+using umem::machine::gpu_runtime_request;
+using umem::machine::select_gpu_runtime;
 
 
 TEST_F(GpuMapperDouble, XnackOffLocksToTheSocketsCpuPoolForItsGpuOnly) {
@@ -233,9 +236,9 @@ TEST_F(GpuMapperDouble, NoDriverSelectsTheHostOnlyBackend) {
   umem::hsa::discover_rocr(topo, *lib);
   ASSERT_EQ(topo.hsa.state, umem::runtime_state::no_driver);
   umem::test::double_reset(UMEM_ROCR_DOUBLE_PATH);
-  const auto backend = select_gpu_backend(topo, gpu_backend_request::automatic, lib, {});
+  const auto runtime = select_gpu_runtime(topo, gpu_runtime_request::automatic, lib, {});
   EXPECT_EQ(topo.gpu_backend.name, "none");
-  const auto mapper = backend->make_mapper(topo);
+  const auto mapper = make_gpu_mapper(*runtime, topo);
   ASSERT_NE(dynamic_cast<const no_gpu_mapper*>(mapper.get()), nullptr);
   EXPECT_FALSE(mapper->gpu_accessible());
   EXPECT_NE(mapper->describe().find(topo.hsa.state_reason), std::string::npos)

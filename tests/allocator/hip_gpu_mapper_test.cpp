@@ -16,17 +16,19 @@
 #include "allocator/mi300a_double_fixture.hpp"
 #include "hip_runtime/hip_test_env.hpp"
 #include "umem/allocator/allocator.hpp"
-#include "umem/allocator/gpu/gpu_backend.hpp"
+#include "umem/allocator/gpu/gpu_visibility.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/allocator/source/host_numa_source.hpp"
 #include "umem/core/error.hpp"
 #include "umem/hip_runtime/hip_compat.hpp"
+#include "umem/machine/gpu_runtime.hpp"
 
 namespace umem::alloc::test {
 namespace {
 
 using umem::test::mapped_hip_double;
 namespace hc = umem::hip::hip_compat;
+using machine::make_rocr_runtime;
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -229,8 +231,9 @@ TEST_F(HipGpuMapper, AForeignRangeKnownOnlyInPartIsRefusedAndHipsOwnMemoryNeedsN
   EXPECT_EQ(hip_->host_free(pinned), hc::result::success);
 }
 
-// The one place that decides (Note [Backend selection]): the ROCr backend registers with HIP when
-// the process has loaded it, whatever XNACK says, and its discrete GPUs' segments do not grow.
+// The one place that decides (make_gpu_mapper, gpu_visibility.hpp): on the ROCr runtime, memory
+// is registered with HIP when the process has loaded it, whatever XNACK says, and its discrete
+// GPUs' segments do not grow.
 TEST_F(HipGpuMapper, TheRocrBackendRegistersWithHipWhenTheProcessLoadedIt) {
   ASSERT_NO_FATAL_FAILURE(start_with_hip());
   auto lib = std::make_shared<const rocr_library>(
@@ -238,15 +241,15 @@ TEST_F(HipGpuMapper, TheRocrBackendRegistersWithHipWhenTheProcessLoadedIt) {
   {
     const scoped_env none("UMEM_HIP_RUNTIME_LIB", "libumem-no-such-hip.so");
     // Looked up by soname and by the variable: the double is neither, so HIP is "not loaded".
-    const auto without = make_rocr_backend(lib, "test");
-    const auto rocr_only = without->make_mapper(topo_);
+    const auto without = make_rocr_runtime(lib, "test");
+    const auto rocr_only = make_gpu_mapper(*without, topo_);
     EXPECT_EQ(dynamic_cast<hip_gpu_mapper*>(rocr_only.get()), nullptr);
     EXPECT_TRUE(contains(rocr_only->describe(), "XNACK off: segments are locked"))
         << rocr_only->describe();
   }
   const scoped_env hip("UMEM_HIP_RUNTIME_LIB", UMEM_HIP_DOUBLE_PATH);
-  const auto with = make_rocr_backend(lib, "test");
-  const auto mapper = with->make_mapper(topo_);
+  const auto with = make_rocr_runtime(lib, "test");
+  const auto mapper = make_gpu_mapper(*with, topo_);
   ASSERT_NE(dynamic_cast<hip_gpu_mapper*>(mapper.get()), nullptr) << mapper->describe();
   EXPECT_TRUE(contains(mapper->describe(),
                        "XNACK off, HIP loaded: segments are registered with "

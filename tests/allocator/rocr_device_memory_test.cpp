@@ -34,16 +34,18 @@
 #include "hsa_runtime/rocr_test_env.hpp"
 #include "umem/allocator/allocator.hpp"
 #include "umem/allocator/detail/pool/caching_pool.hpp"
-#include "umem/allocator/gpu/live_machine.hpp"
+#include "umem/allocator/gpu/gpu_visibility.hpp"
 #include "umem/allocator/gpu/rocr_device_source.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 #include "umem/hsa_runtime/rocr_compat.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
+#include "umem/machine/live_machine.hpp"
 
 namespace umem::alloc {
 namespace {
 
+using machine::live_machine;
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 constexpr std::uint64_t kVram = 201310208ull * 1024;  // 206141652992: each MI300X's Pool 1
@@ -265,7 +267,7 @@ TEST_F(RocrDeviceMemory, OutOfVramIsOutOfMemoryNamingTheDeviceAndNeverSpills) {
 
 TEST_F(RocrDeviceMemory, InvalidAllocationIsOutOfMemoryAndOtherFailuresNameTheCall) {
   live_machine m = machine(discrete_mi300x());
-  auto source = m.backend->make_device_memory_source(m.topo, 1);
+  auto source = make_device_memory_source(*m.runtime, m.topo, 1);
   ASSERT_NE(source, nullptr);
   EXPECT_TRUE(source->describe().starts_with("ROCr device 1 (AMD Instinct MI300X) VRAM pool"))
       << source->describe();
@@ -290,19 +292,19 @@ TEST_F(RocrDeviceMemory, InvalidAllocationIsOutOfMemoryAndOtherFailuresNameTheCa
   EXPECT_EQ(source->memory_info(), (std::pair<std::uint64_t, std::uint64_t>{kVram - 6 * MiB, kVram}));
   source->deallocate(s);
   EXPECT_EQ(source->memory_info(), (std::pair<std::uint64_t, std::uint64_t>{kVram, kVram}));
-  EXPECT_THROW((void)m.backend->make_device_memory_source(m.topo, 4), umem::error);
+  EXPECT_THROW((void)make_device_memory_source(*m.runtime, m.topo, 4), umem::error);
 }
 
 TEST_F(RocrDeviceMemory, AnMi300xWhoseRuntimeDoesNotSayItIsDiscreteKeepsHostMemory) {
   live_machine m = machine(mi300x_);  // is_apu unknown: counted as unified (gpu_memory_kind.hpp)
-  for (int d = 0; d < 4; ++d) EXPECT_EQ(m.backend->make_device_memory_source(m.topo, d), nullptr);
+  for (int d = 0; d < 4; ++d) EXPECT_EQ(make_device_memory_source(*m.runtime, m.topo, d), nullptr);
 }
 
 TEST_F(RocrDeviceMemory, WithoutMemoryAvailFreeIsThePoolLessWhatTheSourceHolds) {
   // ROCr 5.2.3 knows neither MEMORY_PROPERTIES (so the backend would not choose device memory)
   // nor MEMORY_AVAIL: the source is made directly.
   live_machine m = machine(discrete_mi300x(), UMEM_ROCR_DOUBLE_523_PATH, "5.2.3");
-  EXPECT_EQ(m.backend->make_device_memory_source(m.topo, 1), nullptr);
+  EXPECT_EQ(make_device_memory_source(*m.runtime, m.topo, 1), nullptr);
   rocr_device_source source(lib_, *m.topo.gpus()[1], 1);
   EXPECT_FALSE(source.reports_memory_avail());
   EXPECT_EQ(source.granularity(), 2 * MiB);
@@ -597,7 +599,7 @@ TEST_F(RocrDeviceMemory, OnTheMi300aDevicePlacementsStayHostMemoryLockedForTheGp
   {
     live_machine m = machine(mi300a);
     for (int d = 0; d < 4; ++d)
-      EXPECT_EQ(m.backend->make_device_memory_source(m.topo, d), nullptr);
+      EXPECT_EQ(make_device_memory_source(*m.runtime, m.topo, d), nullptr);
   }
   auto a = make("thread_cache:0", mi300a);
   void* p = a->allocate(3 * MiB, on_device1);

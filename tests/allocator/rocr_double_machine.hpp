@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "hsa_runtime/rocr_test_env.hpp"
-#include "umem/allocator/gpu/gpu_backend.hpp"
-#include "umem/allocator/gpu/live_machine.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
+#include "umem/machine/gpu_runtime_selection.hpp"
+#include "umem/machine/live_machine.hpp"
 #include "umem/numa/hwloc_source.hpp"
 
 namespace umem::test {
@@ -35,18 +35,18 @@ inline void bind_gpus_to_first_node(topology& t) {
 // environment and the loaded library live as long as this object.
 class rocr_double_machine {
  public:
-  alloc::live_machine serve(const topology& served, const char* path, const char* version) {
+  machine::live_machine serve(const topology& served, const char* path, const char* version) {
     path_ = path;
     snap_.emplace("UMEM_ROCR_DOUBLE_SNAPSHOT", write_snapshot(dir_, served).string());
     ver_.emplace("UMEM_ROCR_DOUBLE_VERSION", version);
     lib_ = std::make_shared<const hsa::rocr_library>(
         hsa::rocr_library::load_from(std::vector<std::string>{path}));
-    alloc::live_machine m;
+    machine::live_machine m;
     hsa::discover_rocr(m.topo, *lib_);
     EXPECT_EQ(m.topo.hsa.state, runtime_state::available) << m.topo.hsa.state_reason;
     m.rocr = lib_;
-    m.backend = alloc::select_gpu_backend(m.topo, alloc::gpu_backend_request::rocr, lib_, {});
-    EXPECT_STREQ(m.backend->name(), "rocr") << m.topo.gpu_backend.reason;
+    m.runtime = machine::select_gpu_runtime(m.topo, machine::gpu_runtime_request::rocr, lib_, {});
+    EXPECT_EQ(m.runtime->kind(), machine::gpu_runtime_kind::rocr) << m.topo.gpu_backend.reason;
     m.topo.numa = numa::load_hwloc_live();
     bind_gpus_to_first_node(m.topo);
     return m;

@@ -17,10 +17,15 @@
 #include "umem/allocator/allocator.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
+#include "umem/machine/gpu_runtime_selection.hpp"
 #include "umem/numa/hwloc_source.hpp"
 
 namespace umem::alloc {
 namespace {
+
+using machine::gpu_runtime_request;
+using machine::live_machine;
+using machine::select_gpu_runtime;
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 constexpr std::size_t kBudget = 64 * MiB;  // the served GPU's device memory
@@ -49,8 +54,8 @@ class AllocatorDeviceMemory : public ::testing::Test {
     live_machine m;
     m.topo.hsa.state = runtime_state::no_library;
     m.topo.numa = numa::load_hwloc_live();
-    m.backend = select_gpu_backend(m.topo, gpu_backend_request::cuda, nullptr, candidates);
-    EXPECT_STREQ(m.backend->name(), "cuda");
+    m.runtime = select_gpu_runtime(m.topo, gpu_runtime_request::cuda, nullptr, candidates);
+    EXPECT_EQ(m.runtime->kind(), machine::gpu_runtime_kind::cuda);
     m.topo.gpu_numa = {{m.topo.gpus().at(0)->kfd_node, 0, "test", "the served GPU is on node 0"}};
     return std::make_unique<allocator>(parse_alloc_conf(conf), std::move(m));
   }

@@ -4,7 +4,7 @@
 
 #include "cuda_test_env.hpp"
 #include "report.hpp"
-#include "umem/allocator/gpu/gpu_backend.hpp"
+#include "umem/machine/gpu_runtime_selection.hpp"
 
 namespace umem::umtopo {
 namespace {
@@ -20,8 +20,8 @@ TEST(ReportCuda, ShowsTheBackendAndTheUnifiedMemoryAttributes) {
   t.hsa.state_reason = "cannot load the ROCm runtime";
   t.numa.nodes = {{0, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, 4ull << 30,
                    std::nullopt, 0}};
-  (void)alloc::select_gpu_backend(t, alloc::gpu_backend_request::automatic, nullptr,
-                                  test::cuda_double_candidates());
+  (void)machine::select_gpu_runtime(t, machine::gpu_runtime_request::automatic, nullptr,
+                                    test::cuda_double_candidates());
   t.gpu_numa = {{t.agents[0].kfd_node, 0, "pci-sysfs", "local_cpus (0-15) is node 0's CPUs"}};
   const std::string r = render_report(t);
   EXPECT_TRUE(contains(r, "  GPU agent, CUDA device 0: sm_90 (NVIDIA H200)\n")) << r;

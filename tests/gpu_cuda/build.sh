@@ -11,7 +11,7 @@ src=$(cd "$here/../.." && pwd)
 cuda=${CUDA_PATH:-/usr/local/cuda}
 mkdir -p "$out"
 inc=()
-for layer in core allocator hsa_runtime cuda_runtime numa; do inc+=(-I"$src/$layer/include"); done
+for layer in core machine allocator hsa_runtime cuda_runtime hip_runtime numa; do inc+=(-I"$src/$layer/include"); done
 # sm_90 machine code for Hopper plus compute_90 PTX for anything newer.
 "$cuda/bin/nvcc" -std=c++17 -O2 -gencode arch=compute_90,code=[sm_90,compute_90] \
   -c "$here/kernels.cu" -o "$out/kernels.o"

@@ -13,7 +13,7 @@
 
 #include "kernels.hpp"
 #include "umem/allocator/allocator.hpp"
-#include "umem/allocator/gpu/live_machine.hpp"
+#include "umem/machine/live_machine.hpp"
 
 namespace {
 
@@ -118,9 +118,9 @@ void flags_ping_pong(umem::alloc::allocator& a) {
   a.deallocate(flags);
 }
 
-// The backend's stream event (for the torch bridge): pending while a kernel waits on a flag the
+// The runtime's stream event (for the torch bridge): pending while a kernel waits on a flag the
 // CPU has not set, complete after.
-void stream_event_orders_reuse(const umem::alloc::live_machine& m, umem::alloc::allocator& a) {
+void stream_event_orders_reuse(const umem::machine::live_machine& m, umem::alloc::allocator& a) {
   auto* cells = static_cast<std::uint32_t*>(a.allocate(4096));
   std::uint32_t* flag = cells;
   std::uint32_t* done = cells + 32;
@@ -128,7 +128,7 @@ void stream_event_orders_reuse(const umem::alloc::live_machine& m, umem::alloc::
   store(done, 0);
   cudaStream_t s = nullptr;
   if (!cuda_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate")) return;
-  auto ev = m.backend->make_stream_event(0);
+  auto ev = m.runtime->make_stream_event(0);
   if (!cuda_ok(static_cast<cudaError_t>(launch_wait_flag(flag, 10'000'000'000ull, done, s)),
                "launch wait_flag"))
     return;
@@ -169,8 +169,9 @@ int main() {
   cudaSetDevice(0);
   cudaFree(nullptr);  // make the primary context current, as PyTorch does
   try {
-    const auto m = umem::alloc::discover_live_machine();
-    check(m.topo.gpu_backend.name == "cuda", "the live machine selected the CUDA backend",
+    const auto m = umem::machine::discover_live_machine();
+    check(m.runtime->kind() == umem::machine::gpu_runtime_kind::cuda,
+          "the live machine selected the CUDA backend",
           m.topo.gpu_backend.name + ": " + m.topo.gpu_backend.reason);
     umem::alloc::allocator a(umem::alloc::alloc_options{});
     check(a.gpu_accessible(), "the allocator's memory is GPU-accessible", a.describe());

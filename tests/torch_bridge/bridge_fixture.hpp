@@ -9,7 +9,7 @@
 #include "allocator/fake_upstream.hpp"
 #include "umem/allocator/allocator.hpp"
 #include "umem/allocator/gpu/no_gpu_mapper.hpp"
-#include "umem/allocator/gpu/stream_event.hpp"
+#include "umem/machine/stream_event.hpp"
 #include "umem/core/topology.hpp"
 #include "umem/torch_bridge/bridge.hpp"
 
@@ -24,7 +24,7 @@ inline topology one_node() {
 
 // An event that completes on its third query after a record: blocks that wait for one really
 // wait, and are released by a later malloc's or empty_cache's query.
-class counting_event final : public alloc::stream_event {
+class counting_event final : public machine::stream_event {
  public:
   void record(void*) override { queries_ = 0; }
   bool query() override { return ++queries_ >= 3; }

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "allocator/two_gpu_allocator.hpp"
-#include "umem/allocator/gpu/stream_event.hpp"
+#include "umem/machine/stream_event.hpp"
 #include "umem/torch_bridge/bridge.hpp"
 
 namespace {
@@ -33,7 +33,7 @@ struct gpu_log {
   bool finished = false;
 };
 
-class logged_event final : public alloc::stream_event {
+class logged_event final : public machine::stream_event {
  public:
   explicit logged_event(gpu_log& log) : log_(log) {}
   void record(void* stream) override {

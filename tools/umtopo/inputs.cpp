@@ -11,8 +11,8 @@
 #include "umem/importers/numactl_importer.hpp"
 #include "umem/importers/rocminfo_importer.hpp"
 #include "umem/numa/gpu_numa_mapping.hpp"
+#include "umem/machine/live_machine.hpp"
 #include "umem/numa/hwloc_source.hpp"
-#include "umem/allocator/gpu/live_machine.hpp"
 
 namespace umem::umtopo {
 namespace {
@@ -33,7 +33,7 @@ assembled assemble(const inputs& in) {
   assembled out;
   topology& t = out.topo;
   if (!in.any_capture()) {
-    t = alloc::discover_live_machine().topo;
+    t = machine::discover_live_machine().topo;
     return out;
   }
   if (in.numactl && in.hwloc_xml)

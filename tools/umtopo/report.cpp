@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "umem/allocator/gpu/gpu_memory_kind.hpp"
 #include "umem/core/apu_view.hpp"
 #include "umem/core/detail/text.hpp"
+#include "umem/machine/gpu_memory_kind.hpp"
 
 namespace umem::umtopo {
 
@@ -69,7 +69,7 @@ void render_cuda_agent(std::ostringstream& out, const agent& a) {
   }
   out << "\n    host NUMA node (driver): "
       << (c.host_numa_id ? std::to_string(*c.host_numa_id) : std::string("unknown")) << "\n";
-  out << "    device memory: " << alloc::to_string(alloc::memory_kind_of(a)) << "\n";
+  out << "    device memory: " << machine::to_string(machine::memory_kind_of(a)) << "\n";
 }
 
 void render_cpu_agent(std::ostringstream& out, const agent& a) {

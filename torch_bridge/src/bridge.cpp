@@ -7,10 +7,11 @@
 #include <span>
 #include <tuple>
 
-#include "umem/allocator/gpu/live_machine.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"
+#include "umem/machine/gpu_runtime_kind.hpp"
+#include "umem/machine/live_machine.hpp"
 
 namespace umem::torch_bridge {
 namespace {
@@ -19,11 +20,11 @@ constexpr std::size_t small_limit = std::size_t{1} << 20;  // PyTorch's largest 
 
 // Why memory not from umem cannot be given to the GPU, in the backend's terms.
 std::string no_gpu_access_reason(const topology& topo) {
-  const std::string& backend = topo.gpu_backend.name;
-  if (backend == "rocr")
+  const machine::gpu_runtime_kind runtime = machine::selected_gpu_runtime(topo);
+  if (runtime == machine::gpu_runtime_kind::rocr)
     return "XNACK is off (the GPU ISA says xnack-; HSA_XNACK=1 before the runtime starts turns it "
            "on), so a GPU touching memory that no runtime registered faults and the process aborts";
-  if (backend == "cuda")
+  if (runtime == machine::gpu_runtime_kind::cuda)
     return "the CUDA devices lack pageable memory access (no HMM/ATS), so only memory registered "
            "with the driver is GPU-accessible";
   return "no GPU runtime is in use (" +
@@ -95,15 +96,15 @@ bool holds_device_memory(const alloc::pool_report& r, int device, bool discrete,
 const call_trace& last_call_trace() noexcept { return this_call; }
 
 bridge::bridge(const alloc::alloc_options& options, event_factory events) {
-  alloc::live_machine m = alloc::discover_live_machine();
-  auto backend = m.backend;
+  machine::live_machine m = machine::discover_live_machine();
+  auto backend = m.runtime;
   host_memory_gpu_accessible_ = backend->host_memory_gpu_accessible(m.topo);
   no_gpu_reason_ = no_gpu_access_reason(m.topo);
   alloc_ = std::make_unique<alloc::allocator>(options, std::move(m));
   if (!events && backend->has_stream_events())
     events = [backend](int device) { return backend->make_stream_event(device); };
   attach(std::move(events));
-  log().info("umem torch bridge: backend {} ({}), stream events: {}", backend->name(),
+  log().info("umem torch bridge: backend {} ({}), stream events: {}", to_string(backend->kind()),
              backend->reason(), backend->has_stream_events() ? "yes" : "no");
 }
 
@@ -237,7 +238,9 @@ void bridge::throw_oom(std::size_t bytes, int device, const std::string& detail)
   }
   const auto unused = static_cast<std::uint64_t>(std::max<std::int64_t>(reserved - pool_allocated, 0));
   // PyTorch's own words, HIP's on ROCm builds (the backend tells which runtime PyTorch uses).
-  const char* vendor = alloc_->topo().gpu_backend.name == "rocr" ? "HIP" : "CUDA";
+  const char* vendor =
+      machine::selected_gpu_runtime(alloc_->topo()) == machine::gpu_runtime_kind::rocr ? "HIP"
+                                                                                        : "CUDA";
   throw_error(errc::out_of_memory,
               std::string(vendor) + " out of memory. Tried to allocate " +
                   format_size(pytorch_size(bytes)) + ". GPU " +
@@ -300,7 +303,10 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
   if (bytes == 0) throw_error(errc::invalid_argument, "umem torch bridge: allocation of 0 bytes");
   if (bytes >= one_exabyte)
     throw_error(errc::out_of_memory,
-                std::string(alloc_->topo().gpu_backend.name == "rocr" ? "HIP" : "CUDA") +
+                std::string(machine::selected_gpu_runtime(alloc_->topo()) ==
+                                    machine::gpu_runtime_kind::rocr
+                                ? "HIP"
+                                : "CUDA") +
                     " out of memory. Tried to allocate more than 1EB memory.");
   const std::size_t reported = pytorch_size(bytes);
   std::optional<std::uint64_t> cap;

@@ -15,7 +15,7 @@ bool stream_ordered_cache::drained(const stream_blocks& s) {
   return s.in_free_order.empty() && s.fences.empty();
 }
 
-std::unique_ptr<alloc::stream_event> stream_ordered_cache::take_event(int device) {
+std::unique_ptr<machine::stream_event> stream_ordered_cache::take_event(int device) {
   auto& spare = spare_events_[device];
   if (!spare.empty()) {
     auto e = std::move(spare.back());

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "umem/allocator/fork_safety.hpp"
-#include "umem/allocator/gpu/live_machine.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/snapshot.hpp"
+#include "umem/machine/live_machine.hpp"
 #include "umem/torch_bridge/bridge.hpp"
 #include "umem/torch_bridge/rank_binding.hpp"
 #include "umem/weights/checkpoint.hpp"
@@ -58,7 +58,7 @@ umem_status guarded(F&& f) {
 }
 
 // A stream_event over the C provider's functions.
-class provided_event final : public umem::alloc::stream_event {
+class provided_event final : public umem::machine::stream_event {
  public:
   provided_event(const umem_torch_event_provider& p, int device) : p_(p), e_(p.create(device)) {
     if (e_ == nullptr)
@@ -118,7 +118,7 @@ char* guarded_string(F&& f) {
 
 umem::topology topology_of(const char* snapshot_json) {
   if (snapshot_json != nullptr) return umem::snapshot_from_json(snapshot_json, "<snapshot given>");
-  return umem::alloc::discover_live_machine().topo;
+  return umem::machine::discover_live_machine().topo;
 }
 
 // Readers of weights for NUMA node `node` (-1: no binding) run on its CPUs (Note [Reading

@@ -3,7 +3,7 @@
 // real GPT-2 training trace, once and from N on (memory that stays exhausted). The runtimes are
 // the test doubles (tests/cuda_double, tests/rocr_double) with their counted fault switch
 // (tests/cuda_double/counted_faults.hpp), under the allocator built the way production builds
-// it: a live_machine whose backend select_gpu_backend chose. Three machines:
+// it: a live_machine whose runtime select_gpu_runtime chose. Three machines:
 //  - an H200 (CUDA, discrete): device memory from cuMemAlloc and, for the expandable large
 //    segment, cuMemAddressReserve + cuMemCreate/cuMemMap/cuMemSetAccess; host memory
 //    registered with cuMemHostRegister;
@@ -34,8 +34,8 @@
 #include "runtime_double_faults.hpp"
 #include "trace_file.hpp"
 #include "umem/allocator/allocator.hpp"
-#include "umem/allocator/gpu/gpu_backend.hpp"
-#include "umem/allocator/gpu/live_machine.hpp"
+#include "umem/machine/gpu_runtime_selection.hpp"
+#include "umem/machine/live_machine.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
 #include "umem/cuda_runtime/cuda_driver.hpp"
@@ -47,6 +47,9 @@ namespace {
 
 using test::gpu_faults::live_count;
 using test::gpu_faults::runtime_double_faults;
+using machine::gpu_runtime_request;
+using machine::live_machine;
+using machine::select_gpu_runtime;
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 // The replay: this many events of the trace, its sizes divided by kSizeDivisor (a growth maps
@@ -106,9 +109,9 @@ class gpu_runtime_faults : public ::testing::Test {
     live_machine& m = s.machine;
     m.topo.hsa.state = runtime_state::no_library;
     m.topo.numa = numa::load_hwloc_live();
-    m.backend = select_gpu_backend(m.topo, gpu_backend_request::cuda, nullptr,
+    m.runtime = select_gpu_runtime(m.topo, gpu_runtime_request::cuda, nullptr,
                                    test::cuda_double_candidates());
-    EXPECT_STREQ(m.backend->name(), "cuda") << m.topo.gpu_backend.reason;
+    EXPECT_EQ(m.runtime->kind(), machine::gpu_runtime_kind::cuda) << m.topo.gpu_backend.reason;
     test::bind_gpus_to_first_node(m.topo);
     s.faults = std::make_unique<runtime_double_faults>(UMEM_CUDA_DOUBLE_PATH, "umem_cuda_double_");
     const runtime_double_faults* f = s.faults.get();

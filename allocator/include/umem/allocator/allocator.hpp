@@ -13,12 +13,12 @@
 // `device:D` on a unified GPU (an APU, or pageable memory access) is host memory on the GPU's
 // NUMA node, like any other placement, but coarse-grained unless the request names a kind
 // (alloc_options::device_kind: what hipMalloc gives; PyTorch's device tensors land here). On a
-// discrete GPU (Note [Device memory kinds] in
-// gpu_memory_kind.hpp) whose backend has a device memory source, it is served by that GPU's
-// device pool instead: one pool per GPU whatever the coherence kind asked (device memory has
-// one), with the configured thread cache, max_cached and expandable_segments (the last only
-// matters for a source that can grow). Device memory never spills to host memory (the spill
-// policy is for NUMA nodes: a discrete GPU reading host memory is the slowdown this avoids).
+// discrete GPU (Note [Device memory kinds] in machine/gpu_memory_kind.hpp) whose runtime has a
+// device memory source, it is served by that GPU's device pool instead: one pool per GPU whatever
+// the coherence kind asked (device memory has one), with the configured thread cache, max_cached
+// and expandable_segments (the last only matters for a source that can grow). Device memory
+// never spills to host memory (the spill policy is for NUMA nodes: a discrete GPU reading host
+// memory is the slowdown this avoids).
 // limit.device<D> bounds the device pool's reserved bytes (a size, or a fraction of the GPU's
 // memory as its source reports it when the pool is made) exactly as limit_bytes bounds any pool
 // (Note [Running out] in caching_pool.hpp); limit.total and limit.node<N> stay host limits. A
@@ -45,11 +45,11 @@
 #include "umem/allocator/detail/pool/reclaim_ladder.hpp"
 #include "umem/allocator/source/device_memory_source.hpp"
 #include "umem/allocator/gpu/gpu_mapper.hpp"
-#include "umem/allocator/gpu/live_machine.hpp"
 #include "umem/allocator/pool_stats.hpp"
 #include "umem/allocator/residency.hpp"
 #include "umem/allocator/source/segment.hpp"
 #include "umem/core/topology.hpp"
+#include "umem/machine/live_machine.hpp"
 
 namespace umem::alloc {
 
@@ -111,12 +111,12 @@ class allocator {
   // This machine: allocator(options, discover_live_machine()).
   explicit allocator(const alloc_options& options);
   // A discovered machine: host memory from host_numa_source (options.huge_pages, populate), GPU
-  // visibility from m.backend->make_mapper and discrete GPUs' memory from
-  // m.backend->make_device_memory_source, so the backend is the only way to the GPU runtime (it
-  // is kept alive as long as the allocator). Throws what make_mapper throws.
-  allocator(const alloc_options& options, live_machine m);
+  // visibility from make_gpu_mapper and discrete GPUs' memory from make_device_memory_source
+  // (gpu_visibility.hpp) on m.runtime, so the runtime is the only way to the GPU (it is kept
+  // alive as long as the allocator). Throws what make_gpu_mapper throws.
+  allocator(const alloc_options& options, machine::live_machine m);
   // Explicit parts (tests, replays). `host` is the bottom source; `mapper` must keep whatever
-  // runtime it uses loaded as long as it lives (a backend's mappers do). Without
+  // runtime it uses loaded as long as it lives (make_gpu_mapper's do). Without
   // `device_sources` every `device:D` placement is host memory.
   allocator(const alloc_options& options, topology topo, std::unique_ptr<upstream_source> host,
             std::unique_ptr<gpu_mapper> mapper, device_source_factory device_sources = {});

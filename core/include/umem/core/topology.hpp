@@ -144,7 +144,7 @@ struct cuda_system_info {
   bool operator==(const cuda_system_info&) const = default;
 };
 
-// The GPU backend the process selected (allocator/gpu_backend.hpp) and why. An empty name: no
+// The GPU backend the process selected (machine/gpu_runtime_selection.hpp) and why. An empty name: no
 // selection was made (a model read from captures or a snapshot of one).
 struct gpu_backend_info {
   std::string name;  // "rocr", "cuda" or "none"

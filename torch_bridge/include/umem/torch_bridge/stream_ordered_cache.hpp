@@ -41,13 +41,13 @@
 #include <utility>
 #include <vector>
 
-#include "umem/allocator/gpu/stream_event.hpp"
+#include "umem/machine/stream_event.hpp"
 
 namespace umem::torch_bridge {
 
 // Makes an event for streams of `device`; returns null where the backend has none (then blocks
 // wait for a synchronized release_all).
-using event_factory = std::function<std::unique_ptr<alloc::stream_event>(int device)>;
+using event_factory = std::function<std::unique_ptr<machine::stream_event>(int device)>;
 
 // A block in the cache; `size` is what reuse() compares requests with (the bridge: the size it
 // reports to PyTorch, never more than the block's usable size).
@@ -102,14 +102,14 @@ class stream_ordered_cache {
     void* stream = nullptr;
     std::vector<void*> uses;  // other streams; events are recorded on stream and each of them
     // Empty: none recorded (deferred, or the backend has none: waits for release_all(true)).
-    std::vector<std::unique_ptr<alloc::stream_event>> events;
+    std::vector<std::unique_ptr<machine::stream_event>> events;
     bool deferred = false;
     std::uint64_t seq = 0;  // order of the free on its stream (Note [Lazy stream fences])
   };
   using stream_key = std::pair<int, void*>;  // device, stream
   struct fence {
     std::uint64_t covers = 0;  // blocks with seq < covers were freed before it was recorded
-    std::unique_ptr<alloc::stream_event> event;
+    std::unique_ptr<machine::stream_event> event;
   };
   // Blocks used on their own stream only, and the fences that cover them, both in free order.
   // by_size is keyed by (size, seq): reuse() finds the smallest fit, oldest first, and a block
@@ -126,7 +126,7 @@ class stream_ordered_cache {
     std::uint64_t done = 0;      // blocks with seq < done: their stream passed a fence
   };
 
-  std::unique_ptr<alloc::stream_event> take_event(int device);
+  std::unique_ptr<machine::stream_event> take_event(int device);
   void recycle_events(held& h);
   // Records an event on h.stream and each of h.uses; false when the backend has no events.
   bool record_events(held& h);
@@ -147,7 +147,7 @@ class stream_ordered_cache {
   release_fn release_;
   std::map<stream_key, stream_blocks> streams_;
   std::list<held> shared_;  // blocks used on several streams (any device)
-  std::map<int, std::vector<std::unique_ptr<alloc::stream_event>>> spare_events_;
+  std::map<int, std::vector<std::unique_ptr<machine::stream_event>>> spare_events_;
 };
 
 }  // namespace umem::torch_bridge

@@ -2,7 +2,7 @@
 // caller. Implementations: HIP (a process that loaded it: registered with hipHostRegister,
 // hip_gpu_mapper.hpp), ROCr (XNACK on: SVM attributes; XNACK off: lock to the CPU agent's pool of
 // the node + allow access), CUDA (cuda_gpu_mapper.hpp) and none (no GPU runtime: host NUMA
-// allocator only). The backend chooses one (Note [Backend selection] in gpu_backend.hpp).
+// allocator only). make_gpu_mapper chooses one (gpu_visibility.hpp).
 #pragma once
 
 #include <cstddef>

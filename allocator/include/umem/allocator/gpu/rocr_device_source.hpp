@@ -1,5 +1,5 @@
 // A discrete AMD GPU's own memory (MI300X, MI250X: Note [Device memory kinds] in
-// gpu_memory_kind.hpp) as an upstream source, from the GPU agent's VRAM pool through ROCr.
+// machine/gpu_memory_kind.hpp) as an upstream source, from the GPU agent's VRAM pool through ROCr.
 //
 // The VRAM pool is the GPU agent's GLOBAL COARSE_GRAINED pool that allows allocation (the pool
 // hipMalloc takes from). allocate() is hsa_amd_memory_pool_allocate of the request rounded up to

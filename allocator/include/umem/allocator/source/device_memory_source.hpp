@@ -1,5 +1,5 @@
 // The upstream of a discrete GPU's device pool: memory of the GPU itself (Note [Device memory
-// kinds] in gpu_memory_kind.hpp), with the device's own view of how much is left.
+// kinds] in machine/gpu_memory_kind.hpp), with the device's own view of how much is left.
 //
 // Segments of such a source are device addresses: the host must not touch them, and they carry
 // no NUMA binding (the `where` and `kind` given to allocate() are recorded, not applied). The

@@ -1,4 +1,4 @@
-#include "umem/allocator/gpu/hip_stream_event.hpp"
+#include "hip_stream_event.hpp"
 
 #include <string>
 #include <utility>
@@ -8,7 +8,7 @@
 #include "umem/hip_runtime/hip_compat.hpp"
 #include "umem/hip_runtime/hip_device_scope.hpp"
 
-namespace umem::alloc {
+namespace umem::machine {
 
 namespace hc = hip::hip_compat;
 
@@ -47,4 +47,4 @@ void hip_stream_event::synchronize() {
   rt_->check(rt_->fn().hipEventSynchronize(event_), "hipEventSynchronize");
 }
 
-}  // namespace umem::alloc
+}  // namespace umem::machine

@@ -1,4 +1,4 @@
-#include "umem/allocator/gpu/live_machine.hpp"
+#include "umem/machine/live_machine.hpp"
 
 #include <unistd.h>
 
@@ -10,10 +10,11 @@
 #include "umem/hsa_runtime/kernel_knobs.hpp"
 #include "umem/hsa_runtime/kfd_topology.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
+#include "umem/machine/gpu_runtime_selection.hpp"
 #include "umem/numa/gpu_numa_mapping.hpp"
 #include "umem/numa/hwloc_source.hpp"
 
-namespace umem::alloc {
+namespace umem::machine {
 namespace {
 
 std::string this_hostname() {
@@ -39,8 +40,8 @@ live_machine discover_live_machine() {
     hsa::discover_rocr(t, *m.rocr);
   else
     hsa::discover_rocr(t);
-  // After ROCr's verdict, which decides it; a CUDA backend adds its GPUs here.
-  m.backend = select_gpu_backend(t, m.rocr);
+  // After ROCr's verdict, which decides it; a CUDA runtime adds its GPUs here.
+  m.runtime = select_gpu_runtime(t, m.rocr);
   t.kfd_nodes = hsa::read_kfd_topology(root);
   if (!t.kfd_nodes.empty()) t.sources.push_back("kfd-sysfs:/");
   t.knobs = hsa::read_kernel_knobs(root);
@@ -51,4 +52,4 @@ live_machine discover_live_machine() {
   return m;
 }
 
-}  // namespace umem::alloc
+}  // namespace umem::machine

@@ -1,20 +1,18 @@
-// The GPU backend seam (gpu_backend.hpp): selection auto/rocr/cuda/none against the ROCr and CUDA
-// doubles, what each backend answers, stream events, and the mapper factory's dispatch.
+// The GPU runtime (gpu_runtime_selection.hpp): selection auto/rocr/cuda/none against the ROCr and
+// CUDA doubles, what each runtime answers, and stream events.
 #include <gtest/gtest.h>
 
-#include "cuda_test_env.hpp"
-#include "umem/allocator/gpu/cuda_gpu_mapper.hpp"
-#include "umem/allocator/gpu/gpu_backend.hpp"
-#include "umem/allocator/gpu/no_gpu_mapper.hpp"
+#include "cuda_runtime/cuda_test_env.hpp"
 #include "umem/core/error.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
+#include "umem/machine/gpu_runtime_selection.hpp"
 
-namespace umem::alloc {
+namespace umem::machine {
 namespace {
 
 using test::scoped_env;
-using req = gpu_backend_request;
+using req = gpu_runtime_request;
 
 const std::vector<std::string> kNoCuda{"/nonexistent/libcuda.so.1"};
 
@@ -22,14 +20,14 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-TEST(GpuBackendRequest, ParsesTheFourChoices) {
-  EXPECT_EQ(parse_gpu_backend_request(std::nullopt), req::automatic);
-  EXPECT_EQ(parse_gpu_backend_request("auto"), req::automatic);
-  EXPECT_EQ(parse_gpu_backend_request("rocr"), req::rocr);
-  EXPECT_EQ(parse_gpu_backend_request("cuda"), req::cuda);
-  EXPECT_EQ(parse_gpu_backend_request("none"), req::none);
+TEST(GpuRuntimeRequest, ParsesTheFourChoices) {
+  EXPECT_EQ(parse_gpu_runtime_request(std::nullopt), req::automatic);
+  EXPECT_EQ(parse_gpu_runtime_request("auto"), req::automatic);
+  EXPECT_EQ(parse_gpu_runtime_request("rocr"), req::rocr);
+  EXPECT_EQ(parse_gpu_runtime_request("cuda"), req::cuda);
+  EXPECT_EQ(parse_gpu_runtime_request("none"), req::none);
   try {
-    parse_gpu_backend_request("CUDA");
+    parse_gpu_runtime_request("CUDA");
     FAIL();
   } catch (const umem::error& e) {
     EXPECT_EQ(e.code(), errc::invalid_argument);
@@ -45,11 +43,11 @@ topology without_rocr() {
   return t;
 }
 
-TEST(GpuBackendSelection, AutoFallsToCudaWhenTheDriverHasADevice) {
+TEST(GpuRuntimeSelection, AutoFallsToCudaWhenTheDriverHasADevice) {
   test::cuda_double_machine served(test::h200_machine());
   topology t = without_rocr();
-  const auto b = select_gpu_backend(t, req::automatic, nullptr, test::cuda_double_candidates());
-  EXPECT_STREQ(b->name(), "cuda");
+  const auto b = select_gpu_runtime(t, req::automatic, nullptr, test::cuda_double_candidates());
+  EXPECT_EQ(b->kind(), gpu_runtime_kind::cuda);
   EXPECT_EQ(t.gpu_backend.name, "cuda");
   EXPECT_EQ(t.gpu_backend.reason, b->reason());
   EXPECT_TRUE(contains(b->reason(), "the ROCm runtime is no-library: cannot load the ROCm runtime; "
@@ -62,66 +60,65 @@ TEST(GpuBackendSelection, AutoFallsToCudaWhenTheDriverHasADevice) {
   EXPECT_TRUE(b->has_stream_events());
 }
 
-TEST(GpuBackendSelection, AutoIsNoneWhenNeitherRuntimeIsUsable) {
+TEST(GpuRuntimeSelection, AutoIsNoneWhenNeitherRuntimeIsUsable) {
   topology t = without_rocr();
-  const auto b = select_gpu_backend(t, req::automatic, nullptr, kNoCuda);
-  EXPECT_STREQ(b->name(), "none");
+  const auto b = select_gpu_runtime(t, req::automatic, nullptr, kNoCuda);
+  EXPECT_EQ(b->kind(), gpu_runtime_kind::none);
   EXPECT_TRUE(contains(b->reason(), "the ROCm runtime is no-library"));
   EXPECT_TRUE(contains(b->reason(), "the CUDA driver is no-library: cannot load the CUDA driver"));
   EXPECT_EQ(t.cuda.state, runtime_state::no_library);
   EXPECT_FALSE(b->host_memory_gpu_accessible(t));
-  EXPECT_TRUE(dynamic_cast<const no_gpu_mapper*>(b->make_mapper(t).get()) != nullptr);
 }
 
-TEST(GpuBackendSelection, AutoIsNoneWhenTheCudaDriverSeesNoDevice) {
+TEST(GpuRuntimeSelection, AutoIsNoneWhenTheCudaDriverSeesNoDevice) {
   scoped_env snap("UMEM_CUDA_DOUBLE_SNAPSHOT", std::nullopt);
   test::cuda_double_reset();
   topology t = without_rocr();
-  const auto b = select_gpu_backend(t, req::automatic, nullptr, test::cuda_double_candidates());
-  EXPECT_STREQ(b->name(), "none");
+  const auto b = select_gpu_runtime(t, req::automatic, nullptr, test::cuda_double_candidates());
+  EXPECT_EQ(b->kind(), gpu_runtime_kind::none);
   EXPECT_EQ(t.cuda.state, runtime_state::no_driver);
   EXPECT_TRUE(contains(b->reason(), "CUDA_ERROR_NO_DEVICE")) << b->reason();
 }
 
-TEST(GpuBackendSelection, NoneIsNoneEvenWithADriver) {
+TEST(GpuRuntimeSelection, NoneIsNoneEvenWithADriver) {
   test::cuda_double_machine served(test::h200_machine());
   topology t = without_rocr();
-  const auto b = select_gpu_backend(t, req::none, nullptr, test::cuda_double_candidates());
-  EXPECT_STREQ(b->name(), "none");
+  const auto b = select_gpu_runtime(t, req::none, nullptr, test::cuda_double_candidates());
+  EXPECT_EQ(b->kind(), gpu_runtime_kind::none);
   EXPECT_EQ(b->reason(), "UMEM_GPU_BACKEND=none");
   EXPECT_EQ(t.cuda.state, runtime_state::not_probed);  // CUDA was never loaded
   EXPECT_TRUE(t.gpus().empty());
 }
 
-TEST(GpuBackendSelection, AForcedBackendThatIsMissingFallsBackToNoneAndSaysSo) {
+TEST(GpuRuntimeSelection, AForcedBackendThatIsMissingFallsBackToNoneAndSaysSo) {
   topology t = without_rocr();
-  const auto r = select_gpu_backend(t, req::rocr, nullptr, kNoCuda);
-  EXPECT_STREQ(r->name(), "none");
+  const auto r = select_gpu_runtime(t, req::rocr, nullptr, kNoCuda);
+  EXPECT_EQ(r->kind(), gpu_runtime_kind::none);
   EXPECT_TRUE(contains(r->reason(), "UMEM_GPU_BACKEND=rocr, but the ROCm runtime is no-library"));
   EXPECT_EQ(t.cuda.state, runtime_state::not_probed);
   topology u = without_rocr();
-  const auto c = select_gpu_backend(u, req::cuda, nullptr, kNoCuda);
-  EXPECT_STREQ(c->name(), "none");
+  const auto c = select_gpu_runtime(u, req::cuda, nullptr, kNoCuda);
+  EXPECT_EQ(c->kind(), gpu_runtime_kind::none);
   EXPECT_TRUE(contains(c->reason(), "UMEM_GPU_BACKEND=cuda, but the CUDA driver is no-library"));
 }
 
-TEST(GpuBackendSelection, TheEnvironmentChooses) {
+TEST(GpuRuntimeSelection, TheEnvironmentChooses) {
   test::cuda_double_machine served(test::h200_machine());
   scoped_env lib("UMEM_CUDA_DRIVER_LIB", UMEM_CUDA_DOUBLE_PATH);
   {
     scoped_env which("UMEM_GPU_BACKEND", "cuda");
     topology t = without_rocr();
-    EXPECT_STREQ(select_gpu_backend(t, nullptr)->name(), "cuda");
+    EXPECT_EQ(select_gpu_runtime(t, nullptr)->kind(), gpu_runtime_kind::cuda);
     EXPECT_TRUE(contains(t.gpu_backend.reason, "UMEM_GPU_BACKEND=cuda; the CUDA driver"));
   }
   {
     scoped_env which("UMEM_GPU_BACKEND", "none");
     topology t = without_rocr();
-    EXPECT_STREQ(select_gpu_backend(t, nullptr)->name(), "none");
+    EXPECT_EQ(select_gpu_runtime(t, nullptr)->kind(), gpu_runtime_kind::none);
   }
   scoped_env bad("UMEM_GPU_BACKEND", "nvidia");
   topology t = without_rocr();
-  EXPECT_THROW(select_gpu_backend(t, nullptr), umem::error);
+  EXPECT_THROW(select_gpu_runtime(t, nullptr), umem::error);
 }
 
 // The ROCr double serving the 4-socket MI300A capture: ROCr is available.
@@ -150,8 +147,8 @@ class WithRocr : public ::testing::Test {
 TEST_F(WithRocr, AutoPrefersRocrAndNeverLoadsCuda) {
   test::cuda_double_machine served(test::h200_machine());
   const std::size_t gpus = topo_.gpus().size();
-  const auto b = select_gpu_backend(topo_, req::automatic, lib_, test::cuda_double_candidates());
-  EXPECT_STREQ(b->name(), "rocr");
+  const auto b = select_gpu_runtime(topo_, req::automatic, lib_, test::cuda_double_candidates());
+  EXPECT_EQ(b->kind(), gpu_runtime_kind::rocr);
   EXPECT_TRUE(contains(b->reason(), "the ROCm runtime ")) << b->reason();
   EXPECT_TRUE(contains(b->reason(), " is available")) << b->reason();
   EXPECT_EQ(gpus, topo_.gpus().size());
@@ -174,17 +171,17 @@ TEST_F(WithRocr, ForcedCudaAddsTheNvidiaGpusAfterTheAmdAgents) {
   test::cuda_double_machine served(test::h200_machine());
   std::uint32_t highest = 0;
   for (const auto& a : topo_.agents) highest = std::max(highest, a.kfd_node);
-  const auto b = select_gpu_backend(topo_, req::cuda, lib_, test::cuda_double_candidates());
-  EXPECT_STREQ(b->name(), "cuda");
+  const auto b = select_gpu_runtime(topo_, req::cuda, lib_, test::cuda_double_candidates());
+  EXPECT_EQ(b->kind(), gpu_runtime_kind::cuda);
   ASSERT_TRUE(topo_.agents.back().cuda.has_value());
   EXPECT_EQ(topo_.agents.back().kfd_node, highest + 1);
 }
 
-TEST(GpuBackendEvents, CudaEventsFollowTheStream) {
+TEST(GpuRuntimeEvents, CudaEventsFollowTheStream) {
   test::cuda_double_machine served(test::h200_machine());
   topology t = without_rocr();
-  const auto b = select_gpu_backend(t, req::cuda, nullptr, test::cuda_double_candidates());
-  ASSERT_STREQ(b->name(), "cuda");
+  const auto b = select_gpu_runtime(t, req::cuda, nullptr, test::cuda_double_candidates());
+  ASSERT_EQ(b->kind(), gpu_runtime_kind::cuda);
   const std::string before = test::cuda_double_log();
   {
     auto ev = b->make_stream_event(0);
@@ -205,28 +202,13 @@ TEST(GpuBackendEvents, CudaEventsFollowTheStream) {
   EXPECT_THROW((void)b->make_stream_event(1), umem::error);  // one device only
 }
 
-TEST(GpuBackendEvents, TheNoneBackendsEventsAreImmediate) {
-  const auto b = make_no_backend("test");
+TEST(GpuRuntimeEvents, TheNoneBackendsEventsAreImmediate) {
+  const auto b = make_no_runtime("test");
   auto ev = b->make_stream_event(0);
   ev->record(nullptr);
   EXPECT_TRUE(ev->query());
   ev->synchronize();
 }
 
-TEST(GpuBackendMapper, IsTheSelectedBackendsOwn) {
-  test::cuda_double_machine served(test::h200_machine());
-  scoped_env lib("UMEM_CUDA_DRIVER_LIB", UMEM_CUDA_DOUBLE_PATH);
-  topology t = without_rocr();
-  const auto b = select_gpu_backend(t, req::cuda, nullptr, test::cuda_double_candidates());
-  const auto m = b->make_mapper(t);
-  const auto* cuda = dynamic_cast<const cuda_gpu_mapper*>(m.get());
-  ASSERT_NE(cuda, nullptr) << m->describe();
-  EXPECT_TRUE(cuda->registers());
-  topology n = without_rocr();
-  const auto none = select_gpu_backend(n, req::none, nullptr, test::cuda_double_candidates());
-  EXPECT_EQ(none->make_mapper(n)->describe(),
-            "no GPU runtime (UMEM_GPU_BACKEND=none): host NUMA memory only");
-}
-
 }  // namespace
-}  // namespace umem::alloc
+}  // namespace umem::machine

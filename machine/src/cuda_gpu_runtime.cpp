@@ -1,18 +1,15 @@
-// The CUDA backend: NVIDIA GPUs through the dlopen'd driver (cuda_runtime/).
+// The CUDA runtime: NVIDIA GPUs through the dlopen'd driver (cuda_runtime/).
 #include <utility>
 
-#include "umem/allocator/gpu/cuda_device_source.hpp"
-#include "umem/allocator/gpu/cuda_gpu_mapper.hpp"
-#include "umem/allocator/gpu/gpu_backend.hpp"
-#include "umem/allocator/gpu/gpu_memory_kind.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"
 #include "umem/cuda_runtime/cuda_compat.hpp"
 #include "umem/cuda_runtime/cuda_context.hpp"
 #include "umem/cuda_runtime/cuda_discovery.hpp"
 #include "umem/cuda_runtime/cuda_driver.hpp"
+#include "umem/machine/gpu_runtime.hpp"
 
-namespace umem::alloc {
+namespace umem::machine {
 namespace {
 
 namespace cc = cuda::cuda_compat;
@@ -56,12 +53,11 @@ class cuda_stream_event final : public stream_event {
   cuda::cu_event event_ = nullptr;
 };
 
-// A cuda_gpu_mapper on a driver this backend keeps loaded.
-class cuda_gpu_backend final : public gpu_backend {
+class cuda_gpu_runtime final : public gpu_runtime {
  public:
-  cuda_gpu_backend(std::shared_ptr<const cuda::cuda_driver> drv, std::string reason)
+  cuda_gpu_runtime(std::shared_ptr<const cuda::cuda_driver> drv, std::string reason)
       : drv_(std::move(drv)), reason_(std::move(reason)) {}
-  const char* name() const override { return "cuda"; }
+  gpu_runtime_kind kind() const override { return gpu_runtime_kind::cuda; }
   const std::string& reason() const override { return reason_; }
   void discover(topology& topo) const override { cuda::discover_cuda(topo, *drv_); }
   bool host_memory_gpu_accessible(const topology& topo) const override {
@@ -73,16 +69,6 @@ class cuda_gpu_backend final : public gpu_backend {
     }
     return any && all;
   }
-  std::unique_ptr<gpu_mapper> make_mapper(const topology& topo) const override {
-    return std::make_unique<cuda_gpu_mapper>(drv_, topo);
-  }
-  std::unique_ptr<device_memory_source> make_device_memory_source(const topology& topo,
-                                                                  int device) const override {
-    const agent& gpu = gpu_of(topo, device);
-    // A GPU of another runtime in the same model (forced CUDA next to ROCr agents) is not ours.
-    if (!gpu.cuda || memory_kind_of(gpu) != gpu_memory_kind::discrete) return nullptr;
-    return std::make_unique<cuda_device_source>(drv_, gpu);
-  }
   bool has_stream_events() const override { return true; }
   std::unique_ptr<stream_event> make_stream_event(int device) const override {
     int count = 0;
@@ -93,6 +79,7 @@ class cuda_gpu_backend final : public gpu_backend {
                                               std::to_string(count) + " devices)");
     return std::make_unique<cuda_stream_event>(drv_, device);
   }
+  std::shared_ptr<const cuda::cuda_driver> cuda_driver() const override { return drv_; }
 
  private:
   std::shared_ptr<const cuda::cuda_driver> drv_;
@@ -101,9 +88,9 @@ class cuda_gpu_backend final : public gpu_backend {
 
 }  // namespace
 
-std::shared_ptr<const gpu_backend> make_cuda_backend(std::shared_ptr<const cuda::cuda_driver> drv,
+std::shared_ptr<const gpu_runtime> make_cuda_runtime(std::shared_ptr<const cuda::cuda_driver> drv,
                                                      std::string reason) {
-  return std::make_shared<cuda_gpu_backend>(std::move(drv), std::move(reason));
+  return std::make_shared<cuda_gpu_runtime>(std::move(drv), std::move(reason));
 }
 
-}  // namespace umem::alloc
+}  // namespace umem::machine

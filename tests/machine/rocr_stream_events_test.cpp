@@ -1,6 +1,6 @@
-// The ROCr backend's stream events (hip_stream_event.hpp): selected on the ROCr double serving the
-// 4-socket MI300A capture, with HIP events from the HIP double once the test has mapped it (as
-// PyTorch for ROCm maps libamdhip64). Streams are fake handles: the double never dereferences
+// The ROCr runtime's stream events (machine/src/hip_stream_event.hpp): selected on the ROCr double
+// serving the 4-socket MI300A capture, with HIP events from the HIP double once the test has
+// mapped it (as PyTorch for ROCm maps libamdhip64). Streams are fake handles: the double never dereferences
 // them; a stream is busy from umem_hip_double_pending until umem_hip_double_complete.
 #include <gtest/gtest.h>
 
@@ -11,11 +11,11 @@
 
 #include "hip_runtime/hip_test_env.hpp"
 #include "hsa_runtime/rocr_test_env.hpp"
-#include "umem/allocator/gpu/gpu_backend.hpp"
-#include "umem/allocator/gpu/live_machine.hpp"
 #include "umem/core/error.hpp"
 #include "umem/hsa_runtime/rocr_discovery.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
+#include "umem/machine/gpu_runtime_selection.hpp"
+#include "umem/machine/live_machine.hpp"
 
 namespace {
 
@@ -43,16 +43,16 @@ class RocrStreamEvents : public ::testing::Test {
   }
 
   // The backend auto selection picks, with UMEM_HIP_RUNTIME_LIB naming `hip`.
-  std::shared_ptr<const umem::alloc::gpu_backend> backend(const char* hip) {
+  std::shared_ptr<const umem::machine::gpu_runtime> backend(const char* hip) {
     const scoped_env lib("UMEM_HIP_RUNTIME_LIB", hip);
-    auto b = umem::alloc::select_gpu_backend(topo_, umem::alloc::gpu_backend_request::automatic,
-                                             lib_, std::vector<std::string>{});
-    EXPECT_STREQ(b->name(), "rocr");
+    auto b = umem::machine::select_gpu_runtime(
+        topo_, umem::machine::gpu_runtime_request::automatic, lib_, std::vector<std::string>{});
+    EXPECT_EQ(b->kind(), umem::machine::gpu_runtime_kind::rocr);
     return b;
   }
 
   // The HIP double mapped, serving one device per GPU of the capture (4).
-  std::shared_ptr<const umem::alloc::gpu_backend> backend_with_hip() {
+  std::shared_ptr<const umem::machine::gpu_runtime> backend_with_hip() {
     hip_.emplace(UMEM_HIP_DOUBLE_PATH);
     EXPECT_TRUE(hip_->ok()) << dlerror();
     hip_->reset(static_cast<int>(topo_.gpus().size()));
@@ -69,8 +69,8 @@ class RocrStreamEvents : public ::testing::Test {
 TEST_F(RocrStreamEvents, TheLiveMachineLoadsRocrOnceAndItsBackendKeepsThatLoad) {
   const scoped_env lib("UMEM_HSA_RUNTIME_LIB", UMEM_ROCR_DOUBLE_PATH);
   const scoped_env request("UMEM_GPU_BACKEND", "rocr");
-  const umem::alloc::live_machine m = umem::alloc::discover_live_machine();
-  ASSERT_STREQ(m.backend->name(), "rocr") << m.topo.gpu_backend.reason;
+  const umem::machine::live_machine m = umem::machine::discover_live_machine();
+  ASSERT_EQ(m.runtime->kind(), umem::machine::gpu_runtime_kind::rocr) << m.topo.gpu_backend.reason;
   ASSERT_NE(m.rocr, nullptr);
   EXPECT_GT(m.rocr.use_count(), 1);  // the backend holds the machine's library, not a second one
 }

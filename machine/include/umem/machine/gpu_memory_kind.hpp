@@ -8,16 +8,16 @@
 // discrete: the GPU has memory of its own behind a bus (H200, MI300X). Host memory made visible
 // to it is read across PCIe by every kernel (GPT-2 training measured 42x slower on an H200 than
 // with PyTorch's allocator), so `device:D` placements come from the GPU's own memory instead,
-// through the backend's device memory source (gpu_backend.hpp, make_device_memory_source).
+// through the allocator's device memory source (allocator/gpu/gpu_visibility.hpp).
 // An attribute discovery could not read counts as not set: a GPU is unified only when the driver
-// says so. Both GPU backends follow this kind: the CUDA one through cuda_device_source.hpp, the
+// says so. Both GPU runtimes follow this kind: the CUDA one through cuda_device_source.hpp, the
 // ROCr one through the GPU's VRAM pool (rocr_device_source.hpp). ROCr older than 6.1 does not
 // report is_apu, so there a discrete GPU counts as unified and keeps host memory.
 #pragma once
 
 #include "umem/core/topology.hpp"
 
-namespace umem::alloc {
+namespace umem::machine {
 
 enum class gpu_memory_kind { unified, discrete };
 
@@ -29,4 +29,4 @@ const char* to_string(gpu_memory_kind k);
 // report it, and every MI300A-class node umem targets is an APU).
 gpu_memory_kind memory_kind_of(const agent& gpu);
 
-}  // namespace umem::alloc
+}  // namespace umem::machine

@@ -1,4 +1,4 @@
-// The ROCr backend's stream events: a timing-free hipEvent on the HIP runtime PyTorch for ROCm
+// The ROCr runtime's stream events: a timing-free hipEvent on the HIP runtime PyTorch for ROCm
 // has loaded (hip_runtime.hpp), recorded on the hipStream_t PyTorch passes.
 //
 // Device numbering: `device` is the HIP device ordinal, taken to be the index of the GPU among
@@ -8,10 +8,10 @@
 
 #include <memory>
 
-#include "umem/allocator/gpu/stream_event.hpp"
 #include "umem/hip_runtime/hip_runtime.hpp"
+#include "umem/machine/stream_event.hpp"
 
-namespace umem::alloc {
+namespace umem::machine {
 
 class hip_stream_event final : public stream_event {
  public:
@@ -36,4 +36,4 @@ class hip_stream_event final : public stream_event {
   hip::hip_event event_ = nullptr;
 };
 
-}  // namespace umem::alloc
+}  // namespace umem::machine

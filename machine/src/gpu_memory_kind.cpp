@@ -1,7 +1,7 @@
 // Note [Device memory kinds] (gpu_memory_kind.hpp).
-#include "umem/allocator/gpu/gpu_memory_kind.hpp"
+#include "umem/machine/gpu_memory_kind.hpp"
 
-namespace umem::alloc {
+namespace umem::machine {
 
 const char* to_string(gpu_memory_kind k) {
   return k == gpu_memory_kind::unified ? "unified" : "discrete";
@@ -15,4 +15,4 @@ gpu_memory_kind memory_kind_of(const agent& gpu) {
   return gpu.is_apu == false ? gpu_memory_kind::discrete : gpu_memory_kind::unified;
 }
 
-}  // namespace umem::alloc
+}  // namespace umem::machine
