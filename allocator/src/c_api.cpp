@@ -1,12 +1,10 @@
 // The C ABI (umem/umem.h): every entry point catches everything, maps it to a umem_status and
 // keeps the message per thread. The default allocator lives here and only here.
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
-#include <new>
 
-#include "umem/allocator/detail/c_status.hpp"
 #include "umem/allocator/allocator.hpp"
+#include "umem/allocator/c_boundary.hpp"
 #include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/placement_resolver.hpp"
 #include "umem/core/error.hpp"
@@ -16,7 +14,7 @@ namespace {
 
 using umem::alloc::allocator;
 
-thread_local std::string last_error;
+thread_local umem::alloc::c_failure last;
 
 // Deliberately never destroyed: memory handed out may be freed by other exit handlers or other
 // libraries' static destructors, and spdlog's registry may already be gone at exit.
@@ -27,29 +25,11 @@ const auto* const default_fork =
     new std::shared_ptr<void>(umem::alloc::lock_around_fork(default_mutex,
                                                             umem::alloc::fork_rank::creation));
 
-umem_status fail(umem_status s, std::string message) {
-  last_error = std::move(message);
-  return s;
-}
-
-// Runs `f`, translating every exception; never lets one cross the C boundary.
-template <typename F>
-umem_status guarded(F&& f) {
-  return umem::alloc::run_at_c_boundary(std::forward<F>(f), fail);
-}
-
 allocator& get_default() {
   std::lock_guard lock(default_mutex);
   if (!default_allocator)
     default_allocator = new allocator(umem::alloc::options_from_environment());
   return *default_allocator;
-}
-
-char* dup_string(const std::string& s) {
-  char* out = static_cast<char*>(std::malloc(s.size() + 1));
-  if (out == nullptr) throw std::bad_alloc();
-  std::memcpy(out, s.c_str(), s.size() + 1);
-  return out;
 }
 
 }  // namespace
@@ -59,10 +39,10 @@ extern "C" {
 umem_status umem_init(const char* conf) {
   std::lock_guard lock(default_mutex);
   if (default_allocator)
-    return fail(UMEM_ERR_ALREADY_INITIALIZED,
+    return fail(last, UMEM_ERR_ALREADY_INITIALIZED,
                 "umem_init: the default allocator already exists (an earlier umem_init or "
                 "umem_alloc created it); call umem_init once, before any allocation");
-  return guarded([&] {
+  return guarded(last, [&] {
     auto options = umem::alloc::options_from_environment();
     if (conf != nullptr) options = umem::alloc::parse_alloc_conf(conf, options);
     default_allocator = new allocator(options);
@@ -75,9 +55,9 @@ void* umem_alloc(size_t size) {
 }
 
 umem_status umem_alloc_ex(size_t size, const char* placement, const char* coherence, void** out) {
-  if (out == nullptr) return fail(UMEM_ERR_INVALID_ARGUMENT, "umem_alloc_ex: out is NULL");
+  if (out == nullptr) return fail(last, UMEM_ERR_INVALID_ARGUMENT, "umem_alloc_ex: out is NULL");
   *out = nullptr;
-  return guarded([&] {
+  return guarded(last, [&] {
     umem::alloc::request r;
     if (placement != nullptr) r.where = umem::alloc::parse_placement(placement);
     if (coherence != nullptr) {
@@ -93,31 +73,28 @@ umem_status umem_alloc_ex(size_t size, const char* placement, const char* cohere
 
 umem_status umem_free(void* ptr) {
   if (ptr == nullptr) return UMEM_OK;
-  return guarded([&] { get_default().deallocate(ptr); });
+  return guarded(last, [&] { get_default().deallocate(ptr); });
 }
 
 umem_status umem_trim(size_t* released) {
-  return guarded([&] {
+  return guarded(last, [&] {
     const std::size_t n = get_default().trim();
     if (released != nullptr) *released = n;
   });
 }
 
 char* umem_stats_json(void) {
-  char* out = nullptr;
-  guarded([&] { out = dup_string(get_default().memory_stats_json()); });
-  return out;
+  return guarded_string(last, [] { return get_default().memory_stats_json(); });
 }
 
 char* umem_residency_json(const void* ptr, size_t size) {
-  char* out = nullptr;
-  guarded([&] { out = dup_string(umem::alloc::to_json(get_default().residency(ptr, size))); });
-  return out;
+  return guarded_string(last,
+                        [&] { return umem::alloc::to_json(get_default().residency(ptr, size)); });
 }
 
 void umem_string_free(char* s) { std::free(s); }
 
-const char* umem_last_error(void) { return last_error.c_str(); }
+const char* umem_last_error(void) { return last.message.c_str(); }
 
 const char* umem_status_string(umem_status status) {
   switch (status) {

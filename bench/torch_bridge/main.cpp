@@ -1,10 +1,10 @@
 // umem-torch-bridge-bench: one allocation through the torch bridge's C ABI, timed alone.
 // Replays the alloc/free events of real PyTorch traces (shared/reference/traces, read by
-// bench/trace_replay/trace_file.hpp) through umem_torch_alloc / umem_torch_release, the calls
-// umem's PyTorch extension makes (torch_bridge/extension/umem_cuda_allocator.cpp), each timed
-// alone with steady_clock, `--passes` passes without emptying the cache, the last one reported:
-// per call kind median, p90, p99, p99.9, max and the count above --slow-ns; then, for the slow
-// calls, what the bridge did in them (Note [Call trace] in bridge.hpp) and whether the device's
+// bench/trace_replay/trace_file.hpp) through umem_torch_extension_alloc /
+// umem_torch_extension_release, the calls umem's PyTorch extension makes
+// (torch_bridge/extension/umem_cuda_allocator.cpp), each timed alone with steady_clock, `--passes`
+// passes without emptying the cache, the last one reported: per call kind median, p90, p99,
+// p99.9, max and the count above --slow-ns; then, for the slow calls, what the bridge did in them (Note [Call trace] in bridge.hpp) and whether the device's
 // reservation grew.
 //
 // Where it runs: with --cuda-double, on any machine against the CUDA test double
@@ -126,9 +126,9 @@ pass_result replay_pass(const tr::trace& t, int device, std::uint32_t slow_ns, b
     for (std::size_t i = 0; i < touched.size(); i += 64) ++touched[i];  // Note [Cold calls]
     const auto t0 = clock_type::now();
     if (is_alloc)
-      s = umem_torch_alloc(e.size, device, nullptr, &p);
+      s = umem_torch_extension_alloc(e.size, device, nullptr, &p);
     else
-      s = umem_torch_release(p);
+      s = umem_torch_extension_release(p);
     const auto t1 = clock_type::now();
     if (s != UMEM_OK)
       umem::throw_error(umem::errc::runtime_error,
@@ -155,7 +155,7 @@ pass_result replay_pass(const tr::trace& t, int device, std::uint32_t slow_ns, b
   out.device_allocs = end.num_device_alloc - start.num_device_alloc;
   for (void*& p : live)
     if (p != nullptr) {
-      umem_torch_release(p);
+      umem_torch_extension_release(p);
       p = nullptr;
     }
   return out;
@@ -213,8 +213,8 @@ std::string base_name(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"One allocation through the torch bridge's C ABI (umem_torch_alloc / "
-               "umem_torch_release), timed alone, over real PyTorch traces"};
+  CLI::App app{"One allocation through the torch bridge's C ABI (umem_torch_extension_alloc / "
+               "umem_torch_extension_release), timed alone, over real PyTorch traces"};
   std::vector<std::string> paths;
   int passes = 3;
   int device = 0;

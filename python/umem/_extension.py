@@ -27,17 +27,6 @@ from . import _lib
 
 _SOURCE = "umem_cuda_allocator.cpp"
 
-# Every libumem_torch.so function the extension calls (its UMEM_FUNCTIONS list).
-FUNCTIONS = ("umem_torch_alloc", "umem_torch_release", "umem_torch_record_stream",
-             "umem_torch_owns", "umem_torch_segment_alloc", "umem_torch_segment_free",
-             "umem_torch_set_external_reserved",
-             "umem_torch_capture_begin", "umem_torch_capture_end", "umem_torch_get_device_stats",
-             "umem_torch_reset_peak_stats", "umem_torch_reset_accumulated_stats",
-             "umem_torch_empty_cache", "umem_torch_set_memory_fraction",
-             "umem_torch_get_memory_fraction", "umem_torch_mem_get_info",
-             "umem_torch_visit_segments", "umem_torch_set_event_provider",
-             "umem_torch_last_error")
-
 
 def source_dir():
     """The folder holding the extension's source; FileNotFoundError naming where it looked."""
@@ -129,8 +118,9 @@ def load():
     name = module_name()
     module = sys.modules.get(name) or _import_built(name) or _build(name)
     lib = _lib.lib()
+    # Every function of the library: the extension takes the ones its UMEM_FUNCTIONS list names.
     module.install({name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                    for name in FUNCTIONS})
+                    for name in _lib.SIGNATURES})
     return module
 
 

@@ -32,8 +32,8 @@ SIZE = 4 << 20
 out = {}
 
 # A device tensor: allocate, fill (hipMemsetAsync), clone (hipMemcpyAsync device to device).
-p = lib.umem_torch_malloc(SIZE, 0, STREAM)
-q = lib.umem_torch_malloc(SIZE, 0, STREAM)
+p = lib.umem_torch_pluggable_malloc(SIZE, 0, STREAM)
+q = lib.umem_torch_pluggable_malloc(SIZE, 0, STREAM)
 out["registered"] = [hip.umem_hip_double_known(p), hip.umem_hip_double_known(q)]
 out["memset"] = hip.hipMemsetAsync(p, 0x5A, SIZE, STREAM)
 out["copy_d2d"] = hip.hipMemcpyAsync(q, p, SIZE, D2D, STREAM)
@@ -52,12 +52,12 @@ out["copy_to_host_tensor"] = hip.hipMemcpyAsync(host, p, 4096, D2H, STREAM)
 out["cpu_copies"] = hip.umem_hip_double_cpu_copies()
 
 # The cached path: a freed block serves the next request without any HIP call.
-lib.umem_torch_free(q, SIZE, 0, STREAM)
+lib.umem_torch_pluggable_free(q, SIZE, 0, STREAM)
 before = hip.umem_hip_double_attempts(b"hipHostRegister") + \
     hip.umem_hip_double_attempts(b"hipHostUnregister")
 for _ in range(50):
-    r = lib.umem_torch_malloc(SIZE, 0, STREAM)
-    lib.umem_torch_free(r, SIZE, 0, STREAM)
+    r = lib.umem_torch_pluggable_malloc(SIZE, 0, STREAM)
+    lib.umem_torch_pluggable_free(r, SIZE, 0, STREAM)
 out["registrations_on_cached_path"] = hip.umem_hip_double_attempts(b"hipHostRegister") + \
     hip.umem_hip_double_attempts(b"hipHostUnregister") - before
 
@@ -74,7 +74,7 @@ if status == 0:
     out["alias_known_after_release"] = hip.umem_hip_double_known(foreign)
 
 # Freed and given back: unregistered before the pages go.
-lib.umem_torch_free(p, SIZE, 0, STREAM)
+lib.umem_torch_pluggable_free(p, SIZE, 0, STREAM)
 L.check(lib.umem_torch_host_free(host))
 released = ctypes.c_size_t()
 L.check(lib.umem_torch_empty_cache(1, ctypes.byref(released)))

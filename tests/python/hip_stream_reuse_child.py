@@ -26,19 +26,19 @@ def held():
 A, B = ctypes.c_void_p(0xA000), ctypes.c_void_p(0xB000)
 out = {}
 size = 1 << 20
-p = lib.umem_torch_malloc(size, 0, A)
+p = lib.umem_torch_pluggable_malloc(size, 0, A)
 out["allocated"] = bool(p)
 if hip:
     hip.umem_hip_double_pending(A)  # a kernel on A still reads p
-lib.umem_torch_free(p, size, 0, A)
+lib.umem_torch_pluggable_free(p, size, 0, A)
 out["held_after_free"] = held()
-r = lib.umem_torch_malloc(size, 0, B)  # B while A's work is pending
+r = lib.umem_torch_pluggable_malloc(size, 0, B)  # B while A's work is pending
 out["other_stream_gets_other_block"] = r is not None and r != p
 if hip:
     out["events_created"] = hip.umem_hip_double_calls(b"hipEventCreateWithFlags")
     out["events_recorded"] = hip.umem_hip_double_calls(b"hipEventRecord")
     hip.umem_hip_double_complete(A)  # A's kernel finishes
-s = lib.umem_torch_malloc(size, 0, B)  # the malloc releases blocks whose events completed
+s = lib.umem_torch_pluggable_malloc(size, 0, B)  # the malloc releases blocks whose events completed
 out["other_stream_reuses_after_completion"] = s == p
 out["held_after_completion"] = held()
 if hip:

@@ -32,8 +32,8 @@ if ldd "$UMEM_TORCH_LIBRARY" 2>&1 | grep -E "not found"; then
 fi
 "$py" - <<'PY' || exit 2
 import sys; sys.path.insert(0, "python")
-import umem, umem.torch as ut
-print(ut._lib.take_string(ut._lib.lib().umem_torch_describe()))
+import umem
+print(umem._lib.take_string(umem._lib.lib().umem_torch_describe()))
 t = umem.topology()
 print("GPU backend:", t.get("gpu_backend"), "GPUs:", sum(a["kind"] == "gpu" for a in t["agents"]))
 PY

@@ -45,7 +45,7 @@ def stats():
 
 def alloc(size, stream):
     out = ctypes.c_void_p()
-    L.check(lib.umem_torch_alloc(size, 0, stream, ctypes.byref(out)))
+    L.check(lib.umem_torch_extension_alloc(size, 0, stream, ctypes.byref(out)))
     return out.value
 
 
@@ -61,29 +61,29 @@ out["reported_bytes"] = s.allocated_bytes[0].current - before.allocated_bytes[0]
 out["requested_bytes"] = s.requested_bytes[0].current - before.requested_bytes[0].current
 out["small_pool_blocks"] = s.allocation[1].current - before.allocation[1].current
 out["owns"] = lib.umem_torch_owns(ctypes.c_void_p(p))
-L.check(lib.umem_torch_release(ctypes.c_void_p(p)))
+L.check(lib.umem_torch_extension_release(ctypes.c_void_p(p)))
 out["active_after_own_stream_free"] = stats().active[0].current - before.active[0].current
 
 # record_stream: the block waits for both streams, for its own stream too.
 p = alloc(size, A)
 L.check(lib.umem_torch_record_stream(ctypes.c_void_p(p), B))
-L.check(lib.umem_torch_release(ctypes.c_void_p(p)))
+L.check(lib.umem_torch_extension_release(ctypes.c_void_p(p)))
 out["events_on_both_streams"] = sorted({recorded_on[e] for e in pending if not pending[e]})
 out["active_while_used_elsewhere"] = stats().active_bytes[0].current - before.active_bytes[0].current
 q = alloc(size, A)
 out["own_stream_waits_too"] = q != p
-L.check(lib.umem_torch_release(ctypes.c_void_p(q)))
+L.check(lib.umem_torch_extension_release(ctypes.c_void_p(q)))
 events.complete_all()
 r = alloc(size, B)  # the miss releases completed blocks first; then the pool may hand either out
 out["inactive_after_completion"] = stats().active_bytes[0].current - before.active_bytes[0].current
-L.check(lib.umem_torch_release(ctypes.c_void_p(r)))
+L.check(lib.umem_torch_extension_release(ctypes.c_void_p(r)))
 events.complete_all()
 
 # During a capture nothing is recorded; the block is reusable by its own stream only.
 recorded = events.records
 lib.umem_torch_capture_begin()
 p = alloc(size, A)
-L.check(lib.umem_torch_release(ctypes.c_void_p(p)))
+L.check(lib.umem_torch_extension_release(ctypes.c_void_p(p)))
 out["events_recorded_during_capture"] = events.records - recorded
 out["other_stream_during_capture_gets_another"] = alloc(size, B) != p
 lib.umem_torch_capture_end()
@@ -93,7 +93,7 @@ out["events_recorded_at_capture_end"] = events.records - recorded
 # memory of their own: never a block umem has cached.
 cached = alloc(64 << 20, A)
 pinned = alloc(4 << 20, A)  # in the same segment, so that the segment stays
-L.check(lib.umem_torch_release(ctypes.c_void_p(cached)))
+L.check(lib.umem_torch_extension_release(ctypes.c_void_p(cached)))
 L.check(lib.umem_torch_empty_cache(1, ctypes.byref(ctypes.c_size_t())))  # into umem's pool
 seg = ctypes.c_void_p()
 s0 = stats()
@@ -103,7 +103,7 @@ out["segment_outside_the_cache"] = not cached <= seg.value < cached + (64 << 20)
 out["segment_alloc_counted"] = s1.allocated_bytes[0].current - s0.allocated_bytes[0].current
 out["segment_in_reserved"] = s1.reserved_bytes[0].current - s0.reserved_bytes[0].current
 L.check(lib.umem_torch_segment_free(seg))
-L.check(lib.umem_torch_release(ctypes.c_void_p(pinned)))
+L.check(lib.umem_torch_extension_release(ctypes.c_void_p(pinned)))
 
 # The segments visitor sees a live block with its requested size.
 keep = alloc(3 << 20, A)

@@ -7,7 +7,7 @@ import torch
 import umem.torch as ut
 
 
-@pytest.mark.skipif(ut._has_pluggable_allocator(),
+@pytest.mark.skipif(ut.enabling._has_pluggable_allocator(),
                     reason="this PyTorch has CUDAPluggableAllocator")
 def test_enable_on_pytorch_without_pluggable_allocator_names_the_version():
     with pytest.raises(ut.UmemTorchError, match=r"PyTorch >= 2.0 is needed") as e:

@@ -58,12 +58,12 @@ class _Extension:
 def test_a_swap_not_in_force_is_an_error_saying_what_to_do(monkeypatch):
     monkeypatch.setattr(torch.version, "hip", "7.2.1", raising=False)
     with pytest.raises(ut.UmemTorchError) as e:
-        ut._prove_in_force(_Extension(False), None)
+        ut.enabling._prove_in_force(_Extension(False), None)
     message = str(e.value)
     assert "still come from another one" in message
     assert "ROCm up to 2.10" in message
     assert "right after `import torch`" in message
-    ut._prove_in_force(_Extension(True), None)  # in force: no error
+    ut.enabling._prove_in_force(_Extension(True), None)  # in force: no error
 
 
 def test_a_mode_is_its_name_and_lists_what_it_lacks():

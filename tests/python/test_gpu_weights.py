@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("umem_gpu")]
 
 
 def device_memory():
-    return ut._lib.take_json(ut._lib.lib().umem_torch_device_json(0))["memory"]
+    return umem._lib.take_json(umem._lib.lib().umem_torch_device_json(0))["memory"]
 
 
 def status_kib(field):

@@ -59,7 +59,7 @@ def test_memory_is_freed_silently_after_the_module_globals_are_gone(monkeypatch)
     unraisable = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     with monkeypatch.context() as m:
-        m.setattr(ut, "_lib", None)
+        m.setattr(ut.host_tensors, "_lib", None)
         del x
         gc.collect()
     assert unraisable == []
@@ -81,7 +81,7 @@ def test_an_alias_keeps_the_memory_when_its_source_is_rebound():
     before = ut.memory_stats(-1)["allocation.all.current"]
     x = ut.empty(1024, dtype=torch.float32, node=0).detach()  # not a view: x alone holds it
     x.fill_(3.0)
-    alias = ut._alias_like(x, torch.device("cpu"))
+    alias = ut.host_tensors._alias_like(x, torch.device("cpu"))
     x.data = torch.zeros(1)
     del x
     gc.collect()

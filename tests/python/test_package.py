@@ -55,6 +55,6 @@ def test_the_installed_package_needs_no_environment():
 
 def test_enable_keywords_become_umem_alloc_conf_keys():
     import umem.torch as ut
-    conf = ut._conf("spill:warn", {"limit_node0": "64GiB", "limit_device1": "0.5",
+    conf = ut.enabling._conf("spill:warn", {"limit_node0": "64GiB", "limit_device1": "0.5",
                                    "limit_total": "0.9", "huge_pages": False})
     assert conf == "spill:warn,limit.node0:64GiB,limit.device1:0.5,limit.total:0.9,huge_pages:false"

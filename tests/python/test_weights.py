@@ -273,22 +273,22 @@ def test_the_c_abi_gives_a_files_layout_and_reads_any_range_of_it(tmp_path):
     import os
     path = write_safetensors(tmp_path / "m.safetensors", sample())
     raw = path.read_bytes()
-    lib = ut._lib.lib()
+    lib = umem._lib.lib()
     name = os.fsencode(path)
-    layout = ut._lib.take_json(lib.umem_torch_safetensors_layout_json(name))
+    layout = umem._lib.take_json(lib.umem_torch_safetensors_layout_json(name))
     assert layout["data_offset"] == 8 + struct.unpack("<Q", raw[:8])[0]
     assert layout["data_bytes"] == len(raw) - layout["data_offset"]
     assert sorted(t["name"] for t in layout["tensors"]) == sorted(sample())
     buf = ctypes.create_string_buffer(len(raw))
-    ut._lib.check(lib.umem_torch_read_file(name, 3, len(raw) - 3, buf, 0, 2, 0))
+    umem._lib.check(lib.umem_torch_read_file(name, 3, len(raw) - 3, buf, 0, 2, 0))
     assert buf.raw[:len(raw) - 3] == raw[3:]
     with pytest.raises(umem.UmemError, match=r"run past its end at " + str(len(raw))):
-        ut._lib.check(lib.umem_torch_read_file(name, len(raw) - 1, 2, buf, -1, 0, 0))
+        umem._lib.check(lib.umem_torch_read_file(name, len(raw) - 1, 2, buf, -1, 0, 0))
     with pytest.raises(umem.UmemError, match=r"NUMA node 99 is not a node of this machine"):
-        ut._lib.check(lib.umem_torch_read_file(name, 0, 1, buf, 99, 0, 0))
+        umem._lib.check(lib.umem_torch_read_file(name, 0, 1, buf, 99, 0, 0))
     if not torch.cuda.is_available():
         with pytest.raises(umem.UmemError, match=r"the topology has 0 GPU\(s\)"):
-            ut._lib.take_json(lib.umem_torch_device_json(0))
+            umem._lib.take_json(lib.umem_torch_device_json(0))
 
 
 def test_meta_parameters_puts_only_parameters_on_meta_or_says_which_pytorch_it_needs():

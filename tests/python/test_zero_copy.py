@@ -1,5 +1,5 @@
 """zero_copy() decisions. Without a GPU the real aliases cannot be made, so most tests put a
-stand-in for the GPU side in umem.zero_copy._target (FakeGpu): every memory counts as usable in
+stand-in for the GPU side in umem.torch.zero_copy_mode._target (FakeGpu): every memory counts as usable in
 place and the alias primitives return a CPU tensor over the same memory, recording each call.
 The decisions, the module and autograd handling, threads and nesting are then exercised for real.
 """
@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import umem.torch as ut
-import umem.zero_copy as zc
+import umem.torch.zero_copy_mode as zc
 
 
 class FakeGpu:
@@ -308,8 +308,8 @@ def test_inner_non_strict_block_copies_inside_a_strict_one(fake_gpu):
 def test_the_mode_is_a_torch_function_mode_importable_from_both_modules(package_dir):
     assert ut.zero_copy is zc.zero_copy and ut.ZeroCopyLog is zc.ZeroCopyLog
     assert issubclass(ut.zero_copy, torch.overrides.TorchFunctionMode)
-    code = ("import umem.zero_copy, umem.torch; "
-            "assert umem.torch.zero_copy is umem.zero_copy.zero_copy")
+    code = ("import umem.torch.zero_copy_mode, umem.torch; "
+            "assert umem.torch.zero_copy is umem.torch.zero_copy_mode.zero_copy")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=package_dir))
     assert r.returncode == 0, r.stderr

@@ -1,9 +1,10 @@
 // Inside the multi-NUMA VM (tests/vm): `umem.torch.empty(..., node=N)`'s allocation path filled
 // to a NUMA node's real end. The VM has no Python, so this program calls what umem.torch.empty
-// calls (python/umem/torch.py): the torch bridge's C ABI umem_torch_host_malloc(nbytes, node) and
-// umem_torch_host_free (torch_bridge/include/umem/umem_torch.h), a named stand-in for the Python
-// call. That Python turns the failing status into a typed exception (umem.UmemError, status
-// UMEM_ERR_OUT_OF_MEMORY) is tested on the build machine in tests/python/test_errors.py:
+// calls (python/umem/torch/host_tensors.py): the torch bridge's C ABI
+// umem_torch_host_malloc(nbytes, node) and umem_torch_host_free
+// (torch_bridge/include/umem/umem_torch.h), a named stand-in for the Python call. That Python
+// turns the failing status into a typed exception (umem.UmemError, status UMEM_ERR_OUT_OF_MEMORY)
+// is tested on the build machine in tests/python/test_errors.py:
 // test_empty_past_the_nodes_memory_raises_out_of_memory_naming_the_node.
 //
 // The bridge is configured as a Python user would (umem_torch_init with UMEM_ALLOC_CONF text that

@@ -20,6 +20,43 @@
 // queries no events (umem_torch_capture_begin) and every umem call runs in relaxed capture mode,
 // so that an allocation on another thread does not invalidate a capture in "global" mode.
 //
+// Note [Where a PyTorch allocation goes]
+// The path of `torch.empty(n, device="cuda")` once umem.torch.enable() ran, in both modes (files:
+// python/umem/torch/enabling.py, python/umem/_extension.py, this file,
+// torch_bridge/src/umem_torch.cpp and bridge.cpp, allocator/src/allocator.cpp and
+// pool/caching_pool.cpp):
+//  1. PyTorch: at::detail::empty_cuda (aten/src/ATen/cuda/EmptyTensor.cpp) takes
+//     at::cuda::getCUDADeviceAllocator(), which is c10::cuda::CUDACachingAllocator::get()
+//     (c10/cuda/CUDACachingAllocator.h): the allocator torch.cuda.memory.change_current_allocator
+//     stored (enabling.py:115). at::detail::empty_generic (aten/src/ATen/EmptyTensor.cpp) makes the
+//     storage with that allocator's allocate(nbytes).
+//  2. Extension mode: that allocator is umem_cuda_allocator (this file, made at enabling.py:110).
+//     allocate() (umem_cuda_allocator.cpp:191) calls umem_alloc(), which calls
+//     fn.umem_torch_extension_alloc (umem_cuda_allocator.cpp:584): a pointer into libumem_torch.so
+//     that the Python package passed to install() (_extension.py:122; taken at
+//     umem_cuda_allocator.cpp:636), so that the library is loaded once. Pluggable mode: the
+//     allocator is PyTorch's CUDAPluggableAllocator (torch/csrc/cuda/CUDAPluggableAllocator.cpp),
+//     whose allocate() calls the function torch.cuda.memory.CUDAPluggableAllocator looked up by
+//     name in the library, umem_torch_pluggable_malloc (enabling.py:112).
+//  3. The C ABI: umem_torch_extension_alloc (umem_torch.cpp:344) or umem_torch_pluggable_malloc
+//     (umem_torch.cpp:141) calls the process's bridge.
+//  4. The bridge: bridge::allocate (bridge.cpp:298) first reuses a block freed on the same stream
+//     (bridge.cpp:316, stream_ordered_cache.cpp); else allocate_capped (bridge.cpp:333) asks umem's
+//     allocator (bridge.cpp:274) under the memory fraction's cap.
+//  5. The allocator: allocator::allocate (allocator.cpp:357) resolves the device's placement and
+//     allocate_from (allocator.cpp:393) tries the pool of its NUMA node, caching_pool::try_allocate
+//     (caching_pool.cpp:236): a cached block, else a new segment; out of memory, the reclaim
+//     ladder.
+// On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:625), whose free()
+// calls fn.umem_torch_extension_release (umem_cuda_allocator.cpp:221) and so
+// umem_torch_extension_release (umem_torch.cpp:354); in pluggable mode CUDAPluggableAllocator's
+// raw_delete calls umem_torch_pluggable_free (umem_torch.cpp:154). Both call bridge::deallocate
+// (bridge.cpp:341): a block of the device's sole stream goes straight back to the allocator; others
+// wait in the stream-ordered cache (bridge.cpp:367, Note [Stream-ordered reuse] in umem_torch.h)
+// until their streams' work is done, then bridge::released (bridge.cpp:174) hands them to
+// allocator::deallocate (allocator.cpp:433), which returns them to their caching_pool
+// (caching_pool.cpp:505).
+//
 // Releases: one source for PyTorch 2.6 to 2.14 (Note [PyTorch releases] in torch_compat.hpp).
 // Methods whose form changed between releases are declared in every form, without `override`;
 // the calls to PyTorch's own allocator go through torch_compat.hpp's templates.
@@ -66,10 +103,10 @@ using pool_id = ue::mempool_id;
 struct umem_functions {
 #define UMEM_FN(name) decltype(&::name) name = nullptr;
 #define UMEM_FUNCTIONS(X)                                                                     \
-  X(umem_torch_alloc) X(umem_torch_release) X(umem_torch_record_stream) X(umem_torch_owns)    \
-  X(umem_torch_segment_alloc) X(umem_torch_segment_free) X(umem_torch_set_external_reserved) \
-  X(umem_torch_capture_begin)                                                                 \
-  X(umem_torch_capture_end) X(umem_torch_get_device_stats) X(umem_torch_reset_peak_stats)    \
+  X(umem_torch_extension_alloc) X(umem_torch_extension_release) X(umem_torch_record_stream)  \
+  X(umem_torch_owns) X(umem_torch_segment_alloc) X(umem_torch_segment_free)                  \
+  X(umem_torch_set_external_reserved) X(umem_torch_capture_begin) X(umem_torch_capture_end)  \
+  X(umem_torch_get_device_stats) X(umem_torch_reset_peak_stats)                              \
   X(umem_torch_reset_accumulated_stats) X(umem_torch_empty_cache)                            \
   X(umem_torch_set_memory_fraction) X(umem_torch_get_memory_fraction)                        \
   X(umem_torch_mem_get_info) X(umem_torch_visit_segments) X(umem_torch_set_event_provider)   \
@@ -181,7 +218,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     umem_status s;
     {
       const relaxed_capture relaxed(capturing());
-      s = fn.umem_torch_release(p);  // one lookup: umem's blocks are the common case
+      s = fn.umem_torch_extension_release(p);  // one lookup: umem's blocks are the common case
     }
     if (s == UMEM_OK) {
       history_.freed(p);
@@ -544,7 +581,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     umem_status s;
     {
       const relaxed_capture relaxed(capturing());
-      s = fn.umem_torch_alloc(n, device, stream, &p);
+      s = fn.umem_torch_extension_alloc(n, device, stream, &p);
     }
     if (s == UMEM_ERR_OUT_OF_MEMORY) {
       const std::string message = umem_message();
@@ -629,7 +666,8 @@ bool in_force() {
 }
 
 std::shared_ptr<cca::CUDAAllocator> make_allocator() {
-  TORCH_CHECK(fn.umem_torch_alloc != nullptr, "umem: install() the library's functions first");
+  TORCH_CHECK(fn.umem_torch_extension_alloc != nullptr,
+              "umem: install() the library's functions first");
   TORCH_CHECK(the_allocator == nullptr, "umem: the allocator exists already");
   auto a = std::make_shared<umem_cuda_allocator>(cca::get());
   the_allocator = a.get();

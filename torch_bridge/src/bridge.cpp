@@ -1,7 +1,5 @@
 #include "umem/torch_bridge/bridge.hpp"
 
-#include <numa.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <span>
@@ -12,6 +10,7 @@
 #include "umem/core/detail/log.hpp"
 #include "umem/machine/gpu_runtime_kind.hpp"
 #include "umem/machine/live_machine.hpp"
+#include "umem/numa/memory_policy.hpp"
 
 namespace umem::torch_bridge {
 namespace {
@@ -558,13 +557,11 @@ std::pair<std::uint64_t, std::uint64_t> bridge::capacity(int device) const {
     std::tie(free_bytes, total) = *own;  // a discrete GPU: its own memory
   } else {
     const int node = node_of_device(device);
-    long long os_free = 0;
-    const long long os_total = numa_node_size64(node, &os_free);
-    if (os_total < 0)
+    const auto os = numa::node_free_and_total(node);
+    if (!os)
       throw_error(errc::unsupported, "mem_get_info: the kernel reports no memory for NUMA node " +
                                          std::to_string(node) + " (numa_node_size64 failed)");
-    free_bytes = static_cast<std::uint64_t>(os_free);
-    total = static_cast<std::uint64_t>(os_total);
+    std::tie(free_bytes, total) = *os;
   }
   // Cached but unused bytes of the device's pools are free for PyTorch too.
   const auto [reserved, allocated] = reserved_of(device, own.has_value());

@@ -1,15 +1,12 @@
 // The C ABI of the torch bridge (umem/umem_torch.h): every entry point catches everything and keeps
-// the message per thread, except umem_torch_malloc in OOM-exception mode (umem_torch_set_oom_exceptions in umem_torch.h).
-#include "umem/allocator/detail/c_status.hpp"
+// the message per thread, except umem_torch_pluggable_malloc in OOM-exception mode
+// (umem_torch_set_oom_exceptions in umem_torch.h).
 #include "umem/umem_torch.h"
 
-#include <numaif.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdlib>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -19,10 +16,12 @@
 #include <utility>
 #include <vector>
 
+#include "umem/allocator/c_boundary.hpp"
 #include "umem/allocator/fork_safety.hpp"
 #include "umem/core/error.hpp"
 #include "umem/core/snapshot.hpp"
 #include "umem/machine/live_machine.hpp"
+#include "umem/numa/memory_policy.hpp"
 #include "umem/torch_bridge/bridge.hpp"
 #include "umem/torch_bridge/rank_binding.hpp"
 #include "umem/weights/checkpoint.hpp"
@@ -32,8 +31,7 @@ namespace {
 
 using umem::torch_bridge::bridge;
 
-thread_local std::string last_error;
-thread_local umem_status last_status = UMEM_OK;
+thread_local umem::alloc::c_failure last;
 
 // Deliberately never destroyed: PyTorch frees tensors from static destructors and exit handlers.
 std::mutex bridge_mutex;
@@ -44,18 +42,6 @@ const auto* const bridge_fork = new std::shared_ptr<void>(
 std::atomic<bridge*> the_bridge{nullptr};
 umem_torch_event_provider event_provider{};
 std::atomic<bool> oom_exceptions{false};
-
-umem_status fail(umem_status s, std::string message) {
-  last_error = std::move(message);
-  last_status = s;
-  return s;
-}
-
-// Runs `f`, translating every exception; never lets one cross the C boundary.
-template <typename F>
-umem_status guarded(F&& f) {
-  return umem::alloc::run_at_c_boundary(std::forward<F>(f), fail);
-}
 
 // A stream_event over the C provider's functions.
 class provided_event final : public umem::machine::stream_event {
@@ -102,20 +88,6 @@ bridge& get_bridge() {
   return make_bridge_locked(umem::alloc::options_from_environment());
 }
 
-char* dup_string(const std::string& s) {
-  char* out = static_cast<char*>(std::malloc(s.size() + 1));
-  if (out == nullptr) throw std::bad_alloc();
-  std::memcpy(out, s.c_str(), s.size() + 1);
-  return out;
-}
-
-template <typename F>
-char* guarded_string(F&& f) {
-  char* out = nullptr;
-  guarded([&] { out = dup_string(f()); });
-  return out;
-}
-
 umem::topology topology_of(const char* snapshot_json) {
   if (snapshot_json != nullptr) return umem::snapshot_from_json(snapshot_json, "<snapshot given>");
   return umem::machine::discover_live_machine().topo;
@@ -156,36 +128,36 @@ extern "C" {
 umem_status umem_torch_init(const char* conf) {
   std::lock_guard lock(bridge_mutex);
   if (the_bridge.load() != nullptr)
-    return fail(UMEM_ERR_ALREADY_INITIALIZED,
+    return fail(last, UMEM_ERR_ALREADY_INITIALIZED,
                 "umem_torch_init: the torch bridge already exists (an allocation or an earlier "
                 "init created it); configure it once, before the first allocation");
-  return guarded([&] {
+  return guarded(last, [&] {
     auto options = umem::alloc::options_from_environment();
     if (conf != nullptr) options = umem::alloc::parse_alloc_conf(conf, options);
     make_bridge_locked(options);
   });
 }
 
-void* umem_torch_malloc(ssize_t size, int device, void* stream) {
+void* umem_torch_pluggable_malloc(ssize_t size, int device, void* stream) {
   void* p = nullptr;
-  const umem_status s = guarded([&] {
+  const umem_status s = guarded(last, [&] {
     if (size < 0)
       umem::throw_error(umem::errc::invalid_argument,
-                        "umem_torch_malloc: negative size " + std::to_string(size));
+                        "umem_torch_pluggable_malloc: negative size " + std::to_string(size));
     if (size == 0) return;  // PyTorch asks for empty tensors; NULL is their data pointer
     p = get_bridge().allocate(static_cast<std::size_t>(size), device, stream);
   });
-  if (s != UMEM_OK && oom_exceptions.load()) throw std::runtime_error(last_error);
+  if (s != UMEM_OK && oom_exceptions.load()) throw std::runtime_error(last.message);
   return p;
 }
 
-void umem_torch_free(void* ptr, ssize_t size, int device, void* stream) {
+void umem_torch_pluggable_free(void* ptr, ssize_t size, int device, void* stream) {
   if (ptr == nullptr) return;
-  guarded([&] {
+  guarded(last, [&] {
     const std::size_t usable = get_bridge().allocator().allocation_size(ptr);
     if (size < 0 || static_cast<std::size_t>(size) > usable)
       umem::throw_error(umem::errc::invalid_argument,
-                        "umem_torch_free: size " + std::to_string(size) +
+                        "umem_torch_pluggable_free: size " + std::to_string(size) +
                             " does not match the allocation (" + std::to_string(usable) +
                             " usable bytes)");
     (void)device;  // the bridge recorded both at allocation
@@ -197,35 +169,37 @@ void umem_torch_free(void* ptr, ssize_t size, int device, void* stream) {
 void umem_torch_set_oom_exceptions(int enable) { oom_exceptions.store(enable != 0); }
 
 umem_status umem_torch_host_malloc(size_t size, int node, void** out) {
-  if (out == nullptr) return fail(UMEM_ERR_INVALID_ARGUMENT, "umem_torch_host_malloc: out is NULL");
+  if (out == nullptr)
+    return fail(last, UMEM_ERR_INVALID_ARGUMENT, "umem_torch_host_malloc: out is NULL");
   *out = nullptr;
-  return guarded([&] { *out = get_bridge().allocate_host(size, node); });
+  return guarded(last, [&] { *out = get_bridge().allocate_host(size, node); });
 }
 
 umem_status umem_torch_host_free(void* ptr) {
   if (ptr == nullptr) return UMEM_OK;
-  return guarded([&] { get_bridge().deallocate_host(ptr); });
+  return guarded(last, [&] { get_bridge().deallocate_host(ptr); });
 }
 
 umem_status umem_torch_empty_cache(int device_synchronized, size_t* released) {
-  return guarded([&] {
+  return guarded(last, [&] {
     const std::size_t n = get_bridge().empty_cache(device_synchronized != 0);
     if (released != nullptr) *released = n;
   });
 }
 
 umem_status umem_torch_set_memory_fraction(double fraction, int device) {
-  return guarded([&] { get_bridge().set_memory_fraction(fraction, device); });
+  return guarded(last, [&] { get_bridge().set_memory_fraction(fraction, device); });
 }
 
 umem_status umem_torch_get_memory_fraction(int device, double* fraction) {
   if (fraction == nullptr)
-    return fail(UMEM_ERR_INVALID_ARGUMENT, "umem_torch_get_memory_fraction: fraction is NULL");
-  return guarded([&] { *fraction = get_bridge().memory_fraction(device); });
+    return fail(last, UMEM_ERR_INVALID_ARGUMENT,
+                "umem_torch_get_memory_fraction: fraction is NULL");
+  return guarded(last, [&] { *fraction = get_bridge().memory_fraction(device); });
 }
 
 umem_status umem_torch_mem_get_info(int device, size_t* free_bytes, size_t* total_bytes) {
-  return guarded([&] {
+  return guarded(last, [&] {
     const auto [f, t] = get_bridge().mem_get_info(device);
     if (free_bytes != nullptr) *free_bytes = f;
     if (total_bytes != nullptr) *total_bytes = t;
@@ -233,7 +207,7 @@ umem_status umem_torch_mem_get_info(int device, size_t* free_bytes, size_t* tota
 }
 
 char* umem_torch_memory_stats_json(int device) {
-  return guarded_string([&] {
+  return guarded_string(last, [&] {
     nlohmann::json j = nlohmann::json::object();
     for (const auto& [k, v] : get_bridge().memory_stats(device)) j[k] = v;
     return j.dump();
@@ -241,11 +215,11 @@ char* umem_torch_memory_stats_json(int device) {
 }
 
 umem_status umem_torch_reset_peak_stats(int device) {
-  return guarded([&] { get_bridge().reset_peak_stats(device); });
+  return guarded(last, [&] { get_bridge().reset_peak_stats(device); });
 }
 
 char* umem_torch_gpu_access_json(const void* ptr, size_t size) {
-  return guarded_string([&] {
+  return guarded_string(last, [&] {
     const auto a = get_bridge().access(ptr, size);
     nlohmann::json j;
     j["accessible"] = a.accessible;
@@ -257,7 +231,7 @@ char* umem_torch_gpu_access_json(const void* ptr, size_t size) {
 }
 
 umem_status umem_torch_alias_register(const void* ptr, size_t size, void** handle) {
-  return guarded([&] {
+  return guarded(last, [&] {
     if (handle == nullptr)
       umem::throw_error(umem::errc::invalid_argument, "umem_torch_alias_register: handle is NULL");
     *handle = nullptr;
@@ -272,7 +246,7 @@ umem_status umem_torch_alias_release(void* handle) {
 }
 
 char* umem_torch_device_json(int device) {
-  return guarded_string([&] {
+  return guarded_string(last, [&] {
     const bridge& b = get_bridge();
     return nlohmann::json{{"device", device},
                           {"memory", b.device_memory_is_host(device) ? "host" : "device"},
@@ -282,12 +256,13 @@ char* umem_torch_device_json(int device) {
 }
 
 char* umem_torch_residency_json(const void* ptr, size_t size) {
-  return guarded_string(
-      [&] { return umem::alloc::to_json(get_bridge().allocator().residency(ptr, size), -1); });
+  return guarded_string(last, [&] {
+    return umem::alloc::to_json(get_bridge().allocator().residency(ptr, size), -1);
+  });
 }
 
 char* umem_torch_checkpoint_json(const char* path) {
-  return guarded_string([&] {
+  return guarded_string(last, [&] {
     if (path == nullptr)
       umem::throw_error(umem::errc::invalid_argument, "umem_torch_checkpoint_json: path is NULL");
     const umem::weights::checkpoint c = umem::weights::resolve_checkpoint(path);
@@ -297,7 +272,7 @@ char* umem_torch_checkpoint_json(const char* path) {
 
 char* umem_torch_load_safetensors_json(const char* path, int node, unsigned threads,
                                        int direct_io) {
-  return guarded_string([&] {
+  return guarded_string(last, [&] {
     if (path == nullptr)
       umem::throw_error(umem::errc::invalid_argument,
                         "umem_torch_load_safetensors_json: path is NULL");
@@ -313,7 +288,7 @@ char* umem_torch_load_safetensors_json(const char* path, int node, unsigned thre
 }
 
 char* umem_torch_safetensors_layout_json(const char* path) {
-  return guarded_string([&] {
+  return guarded_string(last, [&] {
     if (path == nullptr)
       umem::throw_error(umem::errc::invalid_argument,
                         "umem_torch_safetensors_layout_json: path is NULL");
@@ -326,7 +301,7 @@ char* umem_torch_safetensors_layout_json(const char* path) {
 
 umem_status umem_torch_read_file(const char* path, uint64_t offset, uint64_t bytes, void* to,
                                  int node, unsigned threads, int direct_io) {
-  return guarded([&] {
+  return guarded(last, [&] {
     if (path == nullptr)
       umem::throw_error(umem::errc::invalid_argument, "umem_torch_read_file: path is NULL");
     umem::weights::read_file_range(path, offset, bytes, to,
@@ -335,103 +310,89 @@ umem_status umem_torch_read_file(const char* path, uint64_t offset, uint64_t byt
 }
 
 char* umem_torch_topology_json(const char* snapshot_json) {
-  return guarded_string([&] { return umem::snapshot_to_json(topology_of(snapshot_json)); });
+  return guarded_string(last, [&] { return umem::snapshot_to_json(topology_of(snapshot_json)); });
 }
 
 char* umem_torch_rank_binding_json(const char* snapshot_json, int local_rank, int local_size) {
-  return guarded_string([&] {
+  return guarded_string(last, [&] {
     return umem::torch_bridge::to_json(
         umem::torch_bridge::bind_rank(topology_of(snapshot_json), local_rank, local_size));
   });
 }
 
 umem_status umem_torch_set_memory_policy(int node, const char* mode) {
-  return guarded([&] {
-    const std::string m = mode == nullptr ? "bind" : mode;
-    int policy = MPOL_BIND;
-    if (m == "preferred")
-      policy = MPOL_PREFERRED;
-    else if (m != "bind")
-      umem::throw_error(umem::errc::invalid_argument,
-                        "memory policy mode '" + m + "' is not one of bind, preferred");
-    constexpr unsigned long bits = 8 * sizeof(unsigned long);
-    if (node < 0 || static_cast<unsigned long>(node) >= 16 * bits)
-      umem::throw_error(umem::errc::invalid_argument,
-                        "memory policy: NUMA node " + std::to_string(node) + " is out of range");
-    unsigned long mask[16] = {};
-    const auto n = static_cast<unsigned long>(node);
-    mask[n / bits] = 1UL << (n % bits);
-    if (set_mempolicy(policy, mask, 16 * bits) != 0)
-      umem::throw_errno(umem::errc::invalid_argument,
-                        "set_mempolicy(" + m + ", node " + std::to_string(node) + ")", errno);
+  return guarded(last, [&] {
+    umem::numa::set_thread_memory_policy(
+        node, umem::numa::parse_policy_mode(mode == nullptr ? "bind" : mode));
   });
 }
 
 umem_status umem_torch_set_event_provider(const umem_torch_event_provider* provider) {
   std::lock_guard lock(bridge_mutex);
   if (the_bridge.load() != nullptr)
-    return fail(UMEM_ERR_ALREADY_INITIALIZED,
+    return fail(last, UMEM_ERR_ALREADY_INITIALIZED,
                 "umem_torch_set_event_provider: the torch bridge already exists; set the "
                 "provider before the first allocation");
   if (provider == nullptr || provider->create == nullptr || provider->record == nullptr ||
       provider->query == nullptr || provider->synchronize == nullptr || provider->destroy == nullptr)
-    return fail(UMEM_ERR_INVALID_ARGUMENT,
+    return fail(last, UMEM_ERR_INVALID_ARGUMENT,
                 "umem_torch_set_event_provider: every function of the provider must be set");
   event_provider = *provider;
   return UMEM_OK;
 }
 
-umem_status umem_torch_alloc(size_t size, int device, void* stream, void** out) {
-  if (out == nullptr) return fail(UMEM_ERR_INVALID_ARGUMENT, "umem_torch_alloc: out is NULL");
+umem_status umem_torch_extension_alloc(size_t size, int device, void* stream, void** out) {
+  if (out == nullptr)
+    return fail(last, UMEM_ERR_INVALID_ARGUMENT, "umem_torch_extension_alloc: out is NULL");
   *out = nullptr;
   if (device < 0)
-    return fail(UMEM_ERR_INVALID_ARGUMENT,
-                "umem_torch_alloc: device " + std::to_string(device) + " is not a GPU index");
-  return guarded([&] { *out = get_bridge().allocate(size, device, stream); });
+    return fail(last, UMEM_ERR_INVALID_ARGUMENT, "umem_torch_extension_alloc: device " +
+                                               std::to_string(device) + " is not a GPU index");
+  return guarded(last, [&] { *out = get_bridge().allocate(size, device, stream); });
 }
 
-umem_status umem_torch_release(void* ptr) {
+umem_status umem_torch_extension_release(void* ptr) {
   if (ptr == nullptr) return UMEM_OK;
-  return guarded([&] { get_bridge().deallocate(ptr); });
+  return guarded(last, [&] { get_bridge().deallocate(ptr); });
 }
 
 umem_status umem_torch_segment_alloc(size_t size, int device, void** out) {
   if (out == nullptr)
-    return fail(UMEM_ERR_INVALID_ARGUMENT, "umem_torch_segment_alloc: out is NULL");
+    return fail(last, UMEM_ERR_INVALID_ARGUMENT, "umem_torch_segment_alloc: out is NULL");
   *out = nullptr;
-  return guarded([&] { *out = get_bridge().allocate_segment(size, device); });
+  return guarded(last, [&] { *out = get_bridge().allocate_segment(size, device); });
 }
 
 umem_status umem_torch_segment_free(void* ptr) {
-  return guarded([&] { get_bridge().deallocate_segment(ptr); });
+  return guarded(last, [&] { get_bridge().deallocate_segment(ptr); });
 }
 
 umem_status umem_torch_set_external_reserved(int device, uint64_t bytes) {
-  return guarded([&] { get_bridge().set_external_reserved(device, bytes); });
+  return guarded(last, [&] { get_bridge().set_external_reserved(device, bytes); });
 }
 
 umem_status umem_torch_record_stream(void* ptr, void* stream) {
-  return guarded([&] { get_bridge().record_stream(ptr, stream); });
+  return guarded(last, [&] { get_bridge().record_stream(ptr, stream); });
 }
 
 int umem_torch_owns(const void* ptr) {
   int owned = 0;
-  guarded([&] { owned = get_bridge().owns(ptr) ? 1 : 0; });
+  guarded(last, [&] { owned = get_bridge().owns(ptr) ? 1 : 0; });
   return owned;
 }
 
 void umem_torch_capture_begin(void) {
-  guarded([&] { get_bridge().capture_begin(); });
+  guarded(last, [&] { get_bridge().capture_begin(); });
 }
 
 void umem_torch_capture_end(void) {
-  guarded([&] { get_bridge().capture_end(); });
+  guarded(last, [&] { get_bridge().capture_end(); });
 }
 
 umem_status umem_torch_get_device_stats(int device, umem_torch_device_stats* out) {
   if (out == nullptr)
-    return fail(UMEM_ERR_INVALID_ARGUMENT, "umem_torch_get_device_stats: out is NULL");
-  return guarded([&] {
+    return fail(last, UMEM_ERR_INVALID_ARGUMENT, "umem_torch_get_device_stats: out is NULL");
+  return guarded(last, [&] {
     const umem::torch_bridge::device_stats s = get_bridge().stats(device);
     const std::pair<umem_torch_stat*, const umem::torch_bridge::device_stats::by_class*> pairs[] = {
         {out->allocation, &s.allocation},         {out->segment, &s.segment},
@@ -449,14 +410,14 @@ umem_status umem_torch_get_device_stats(int device, umem_torch_device_stats* out
 }
 
 umem_status umem_torch_reset_accumulated_stats(int device) {
-  return guarded([&] { get_bridge().reset_accumulated_stats(device); });
+  return guarded(last, [&] { get_bridge().reset_accumulated_stats(device); });
 }
 
 umem_status umem_torch_visit_segments(int device, umem_torch_segment_visitor visit, void* ctx) {
   if (visit == nullptr)
-    return fail(UMEM_ERR_INVALID_ARGUMENT, "umem_torch_visit_segments: visit is NULL");
+    return fail(last, UMEM_ERR_INVALID_ARGUMENT, "umem_torch_visit_segments: visit is NULL");
   std::vector<umem::torch_bridge::segment_view> segments;
-  const umem_status s = guarded([&] { segments = get_bridge().segments(device); });
+  const umem_status s = guarded(last, [&] { segments = get_bridge().segments(device); });
   if (s != UMEM_OK) return s;
   std::vector<umem_torch_block_info> blocks;
   for (const auto& seg : segments) {
@@ -471,13 +432,13 @@ umem_status umem_torch_visit_segments(int device, umem_torch_segment_visitor vis
 }
 
 char* umem_torch_describe(void) {
-  return guarded_string([&] { return get_bridge().describe(); });
+  return guarded_string(last, [&] { return get_bridge().describe(); });
 }
 
 void umem_torch_string_free(char* s) { std::free(s); }
 
-const char* umem_torch_last_error(void) { return last_error.c_str(); }
+const char* umem_torch_last_error(void) { return last.message.c_str(); }
 
-umem_status umem_torch_last_status(void) { return last_status; }
+umem_status umem_torch_last_status(void) { return last.status; }
 
 }  // extern "C"

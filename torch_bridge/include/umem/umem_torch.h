@@ -1,8 +1,10 @@
-/* umem's PyTorch bridge (libumem_torch.so): the C functions torch.cuda.memory.CUDAPluggableAllocator
- * loads, plus the statistics, cache, limit and zero-copy helpers the Python package `umem.torch`
- * calls through ctypes. docs/torch-bridge.md gives the semantics in full.
+/* umem's PyTorch bridge (libumem_torch.so): the C functions PyTorch's allocator reaches (through
+ * CUDAPluggableAllocator or umem's extension), plus the statistics, cache, limit, zero-copy,
+ * weights and binding helpers the Python package `umem.torch` calls through ctypes. This header is
+ * the one list of the ABI: tests/python/test_abi.py checks the ctypes table (python/umem/_lib.py)
+ * and the extension's table against it. docs/torch-bridge.md gives the semantics in full.
  *
- * Contract: like umem.h, nothing throws or aborts, except umem_torch_malloc after
+ * Contract: like umem.h, nothing throws or aborts, except umem_torch_pluggable_malloc after
  * umem_torch_set_oom_exceptions(1) (see there). Failing functions return a umem_status (or
  * NULL) and keep a per-thread message for umem_torch_last_error(). All functions are thread-safe.
  *
@@ -10,9 +12,10 @@
  * from UMEM_ALLOC_CONF, or explicitly by umem_torch_init. Device d means the GPU with index d in
  * PyTorch's numbering, which is the order of the topology's GPUs ("device:d" placement).
  *
- * Two ways in: umem_torch_malloc/umem_torch_free are the functions PyTorch's pluggable allocator
- * loads; umem_torch_alloc and the functions after it serve umem's PyTorch allocator extension
- * (python/umem, docs/torch-bridge.md), which implements PyTorch's whole allocator interface.
+ * Two ways in, one section each below: umem_torch_pluggable_malloc/_free are the functions
+ * PyTorch's pluggable allocator loads; the extension-mode functions serve umem's PyTorch allocator
+ * extension (python/umem, docs/torch-bridge.md), which implements PyTorch's whole allocator
+ * interface. The sections after them serve both modes and umem.torch's own functions.
  *
  * Note [Stream-ordered reuse]
  * A block freed on stream A is handed out again at once to a request on stream A (stream order
@@ -36,106 +39,20 @@
 extern "C" {
 #endif
 
+/* --- Errors and returned strings (every mode) ------------------------------------------------- */
+/* Frees a string (JSON or text) a function below returned. */
+void umem_torch_string_free(char* s);
+/* The calling thread's last failure: its message and status. */
+const char* umem_torch_last_error(void);
+umem_status umem_torch_last_status(void);
+
+/* --- Enabling: the bridge, its configuration, its stream events ------------------------------- */
 /* Creates the bridge's allocator from `conf` (UMEM_ALLOC_CONF syntax, merged over the environment
  * variable); UMEM_ERR_ALREADY_INITIALIZED once it exists (after any allocation). */
 umem_status umem_torch_init(const char* conf);
 
-/* CUDAPluggableAllocator's allocate/free. `stream` is the native stream (cudaStream_t/hipStream_t).
- * device >= 0: placed on device's NUMA node (with the configured coherence and spill policy);
- * device < 0: the configured placement, and no stream. NULL on failure, unless OOM exceptions are
- * on. `size` in umem_torch_free is the size given to umem_torch_malloc (checked). */
-void* umem_torch_malloc(ssize_t size, int device, void* stream);
-void umem_torch_free(void* ptr, ssize_t size, int device, void* stream);
-
-/* 0 (default): umem_torch_malloc returns NULL on failure. 1: it throws std::runtime_error with
- * umem's message (RuntimeError in Python; on out-of-memory the message starts with PyTorch's
- * "CUDA out of memory." line): PyTorch's pluggable allocator does not check for NULL. Only the
- * pluggable mode of umem.torch.enable() turns this on; C callers must never. The extension mode
- * raises torch.cuda.OutOfMemoryError itself (umem_cuda_allocator.cpp); a C++ exception of PyTorch's
- * own types cannot be thrown from here without linking PyTorch. */
-void umem_torch_set_oom_exceptions(int enable);
-
-/* CPU memory for tensors: `node` >= 0 places it on that NUMA node, -1 uses the configured policy.
- * Freed with umem_torch_host_free (immediately reusable: no streams). */
-umem_status umem_torch_host_malloc(size_t size, int node, void** out);
-umem_status umem_torch_host_free(void* ptr);
-
-/* Returns blocks whose streams are done to the pool, then every free cached segment to the OS;
- * `device_synchronized` != 0 asserts all GPU work has completed, so blocks still waiting on an
- * event (or on a stream without events) are returned too. *released gets the bytes (may be NULL). */
-umem_status umem_torch_empty_cache(int device_synchronized, size_t* released);
-
-/* PyTorch's per-process memory fraction: caps the memory reserved for device at fraction
- * (0 <= f <= 1) of its capacity, umem_torch_mem_get_info's total without a cap (Note [Memory
- * fraction] in torch_bridge/bridge.hpp); 1 (the default) removes the cap. */
-umem_status umem_torch_set_memory_fraction(double fraction, int device);
-umem_status umem_torch_get_memory_fraction(int device, double* fraction);
-
-/* Free and total bytes for device: total is the NUMA node's memory (or the fraction's cap); free is
- * what the kernel reports free on that node plus the bridge's cached-but-unused bytes there,
- * bounded by the cap. */
-umem_status umem_torch_mem_get_info(int device, size_t* free_bytes, size_t* total_bytes);
-
-/* PyTorch memory_stats keys for device (or all devices and host allocations for device = -1) as a
- * JSON object (free with umem_torch_string_free); NULL on failure. */
-char* umem_torch_memory_stats_json(int device);
-umem_status umem_torch_reset_peak_stats(int device);
-
-/* Whether the GPU can access [ptr, ptr+size) in place, as JSON {"accessible": bool, "umem": bool
- * (umem memory), "host_accessible": bool (false for a discrete GPU's own memory), "reason": "..."}. */
-char* umem_torch_gpu_access_json(const void* ptr, size_t size);
-
-/* For a zero-copy alias of [ptr, ptr+size): memory umem did not allocate, which
- * umem_torch_gpu_access_json calls accessible (XNACK on), is made usable by the GPU runtime's own
- * copies and fills while the alias lives (with HIP loaded: registered with hipHostRegister, Note
- * [GPU visibility under HIP] in hip_gpu_mapper.hpp). *handle gets what to pass to
- * umem_torch_alias_release when the alias dies, NULL when nothing was needed (umem's own memory;
- * memory HIP knows already). UMEM_ERR_UNSUPPORTED, with the reason, when the memory cannot be
- * aliased: the caller copies instead. */
-umem_status umem_torch_alias_register(const void* ptr, size_t size, void** handle);
-umem_status umem_torch_alias_release(void* handle);
-
-/* Where GPU `device`'s tensors live, as JSON {"device": d, "memory": "host" (a unified GPU: its
- * memory is host memory on NUMA node "numa_node", which the GPU uses in place) or "device" (a
- * discrete GPU's own memory), "numa_node": the node nearest the GPU}; NULL for an unknown device. */
-char* umem_torch_device_json(int device);
-
-/* Where [ptr, ptr+size) lives (umem_residency_json's format). */
-char* umem_torch_residency_json(const void* ptr, size_t size);
-
-/* The topology model as snapshot JSON: of this machine when `snapshot_json` is NULL, else of the
- * given snapshot (validated by the snapshot loader). */
-char* umem_torch_topology_json(const char* snapshot_json);
-
-/* The APU (NUMA node, CPUs, device) for a local rank, as JSON; see rank_binding.hpp. */
-char* umem_torch_rank_binding_json(const char* snapshot_json, int local_rank, int local_size);
-
-/* Model weights (weights/, Note [Reading weights]). The .safetensors files a checkpoint path names
- * (a file, a *.safetensors.index.json, or a folder holding one of them) as a JSON object
- * {"files": [paths], "weight_map": {tensor: path}}; NULL on failure. */
-char* umem_torch_checkpoint_json(const char* path);
-/* Reads the .safetensors file `path` into umem host memory on NUMA node `node` (-1: the
- * configured placement; else the readers run on the node's CPUs too) with `threads` readers (0:
- * one per hardware thread, at most 16), with
- * O_DIRECT when `direct_io`. JSON {"block": address to free with umem_torch_host_free, "data":
- * address of the data section (inside the block), "data_bytes": n, "metadata": {...},
- * "tensors": [{"name", "dtype" (the format's name), "shape": [...], "begin", "end"} (offsets in the
- * data section)]}; NULL on failure (the message names the file, the tensor and the rule). */
-char* umem_torch_load_safetensors_json(const char* path, int node, unsigned threads,
-                                       int direct_io);
-/* The layout of the .safetensors file `path` without reading its data: JSON {"data_offset": file
- * offset of the data section, "data_bytes", "metadata", "tensors"} as above; NULL on failure. */
-char* umem_torch_safetensors_layout_json(const char* path);
-/* Reads `bytes` at file `offset` of `path` into `to` with `threads` readers running on NUMA node
- * `node`'s CPUs (-1: anywhere), with O_DIRECT when `direct_io` (then `offset` and `to` are
- * multiples of 4096; a last partial block is read plainly). For staging weights into a discrete
- * GPU's memory chunk by chunk. */
-umem_status umem_torch_read_file(const char* path, uint64_t offset, uint64_t bytes, void* to,
-                                 int node, unsigned threads, int direct_io);
-
-/* Binds the calling thread's (and its future threads') memory policy to `node`: mode "bind" or
- * "preferred". */
-umem_status umem_torch_set_memory_policy(int node, const char* mode);
+/* The bridge's configuration and sources, one per line. */
+char* umem_torch_describe(void);
 
 /* An event provider for backends without stream events (or tests): C functions on opaque events.
  * Must be set before the bridge exists; NULL fields are an error. */
@@ -148,15 +65,32 @@ typedef struct umem_torch_event_provider {
 } umem_torch_event_provider;
 umem_status umem_torch_set_event_provider(const umem_torch_event_provider* provider);
 
-/* --- For umem's PyTorch allocator extension ---------------------------------------------------
- * At least `size` bytes for `device` (>= 0) used on `stream`, in *out. UMEM_ERR_OUT_OF_MEMORY's
+/* --- Pluggable mode: torch.cuda.memory.CUDAPluggableAllocator --------------------------------- */
+/* CUDAPluggableAllocator's allocate/free. `stream` is the native stream (cudaStream_t/hipStream_t).
+ * device >= 0: placed on device's NUMA node (with the configured coherence and spill policy);
+ * device < 0: the configured placement, and no stream. NULL on failure, unless OOM exceptions are
+ * on. `size` in umem_torch_pluggable_free is the size given to umem_torch_pluggable_malloc
+ * (checked). */
+void* umem_torch_pluggable_malloc(ssize_t size, int device, void* stream);
+void umem_torch_pluggable_free(void* ptr, ssize_t size, int device, void* stream);
+
+/* 0 (default): umem_torch_pluggable_malloc returns NULL on failure. 1: it throws
+ * std::runtime_error with umem's message (RuntimeError in Python; on out-of-memory the message
+ * starts with PyTorch's "CUDA out of memory." line): PyTorch's pluggable allocator does not check
+ * for NULL. Only the pluggable mode of umem.torch.enable() turns this on; C callers must never.
+ * The extension mode raises torch.cuda.OutOfMemoryError itself (umem_cuda_allocator.cpp); a C++
+ * exception of PyTorch's own types cannot be thrown from here without linking PyTorch. */
+void umem_torch_set_oom_exceptions(int enable);
+
+/* --- Extension mode: umem's PyTorch allocator extension (umem_cuda_allocator.cpp) ------------- */
+/* At least `size` bytes for `device` (>= 0) used on `stream`, in *out. UMEM_ERR_OUT_OF_MEMORY's
  * message starts like PyTorch's ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a
  * total capacity of ...", HIP on ROCr) and ends with umem's detail. */
-umem_status umem_torch_alloc(size_t size, int device, void* stream, void** out);
-/* Frees a block of umem_torch_alloc; it waits for its allocation stream and the streams
+umem_status umem_torch_extension_alloc(size_t size, int device, void* stream, void** out);
+/* Frees a block of umem_torch_extension_alloc; it waits for its allocation stream and the streams
  * umem_torch_record_stream named (Note [Stream-ordered reuse]). UMEM_ERR_NOT_FOUND, changing
  * nothing, for a pointer umem did not hand out (the extension then gives it to PyTorch's). */
-umem_status umem_torch_release(void* ptr);
+umem_status umem_torch_extension_release(void* ptr);
 umem_status umem_torch_record_stream(void* ptr, void* stream);
 /* Memory PyTorch's own caching allocator takes for its private pools (graphs, MemPools): umem
  * memory of the device, not counted in umem_torch_get_device_stats (PyTorch counts it). */
@@ -165,7 +99,7 @@ umem_status umem_torch_segment_free(void* ptr);
 /* What PyTorch's own caching allocator reserves on `device` (its private pools): it counts
  * against the memory fraction's cap as well, as PyTorch's fraction covers the whole device. */
 umem_status umem_torch_set_external_reserved(int device, uint64_t bytes);
-/* 1 when ptr is a live block of umem_torch_alloc or umem_torch_host_malloc, else 0. */
+/* 1 when ptr is a live block of umem_torch_extension_alloc or umem_torch_host_malloc, else 0. */
 int umem_torch_owns(const void* ptr);
 /* A CUDA/HIP graph capture begins / ends in the process: while one is underway no event is
  * queried or recorded (frees are deferred until the last capture ends). */
@@ -203,12 +137,91 @@ typedef struct umem_torch_segment_info {
 typedef void (*umem_torch_segment_visitor)(void* ctx, const umem_torch_segment_info* segment);
 umem_status umem_torch_visit_segments(int device, umem_torch_segment_visitor visit, void* ctx);
 
-/* The bridge's configuration and sources, one per line. */
-char* umem_torch_describe(void);
+/* --- Statistics, cache and capacity (both modes, and umem.torch's functions) ------------------ */
+/* Returns blocks whose streams are done to the pool, then every free cached segment to the OS;
+ * `device_synchronized` != 0 asserts all GPU work has completed, so blocks still waiting on an
+ * event (or on a stream without events) are returned too. *released gets the bytes (may be NULL). */
+umem_status umem_torch_empty_cache(int device_synchronized, size_t* released);
 
-void umem_torch_string_free(char* s);
-const char* umem_torch_last_error(void);
-umem_status umem_torch_last_status(void);
+/* PyTorch's per-process memory fraction: caps the memory reserved for device at fraction
+ * (0 <= f <= 1) of its capacity, umem_torch_mem_get_info's total without a cap (Note [Memory
+ * fraction] in torch_bridge/bridge.hpp); 1 (the default) removes the cap. */
+umem_status umem_torch_set_memory_fraction(double fraction, int device);
+umem_status umem_torch_get_memory_fraction(int device, double* fraction);
+
+/* Free and total bytes for device: total is the NUMA node's memory (or the fraction's cap); free is
+ * what the kernel reports free on that node plus the bridge's cached-but-unused bytes there,
+ * bounded by the cap. */
+umem_status umem_torch_mem_get_info(int device, size_t* free_bytes, size_t* total_bytes);
+
+/* PyTorch memory_stats keys for device (or all devices and host allocations for device = -1) as a
+ * JSON object (free with umem_torch_string_free); NULL on failure. */
+char* umem_torch_memory_stats_json(int device);
+umem_status umem_torch_reset_peak_stats(int device);
+
+/* --- Host tensors and zero-copy aliases ------------------------------------------------------- */
+/* CPU memory for tensors: `node` >= 0 places it on that NUMA node, -1 uses the configured policy.
+ * Freed with umem_torch_host_free (immediately reusable: no streams). */
+umem_status umem_torch_host_malloc(size_t size, int node, void** out);
+umem_status umem_torch_host_free(void* ptr);
+
+/* Whether the GPU can access [ptr, ptr+size) in place, as JSON {"accessible": bool, "umem": bool
+ * (umem memory), "host_accessible": bool (false for a discrete GPU's own memory), "reason": "..."}. */
+char* umem_torch_gpu_access_json(const void* ptr, size_t size);
+
+/* For a zero-copy alias of [ptr, ptr+size): memory umem did not allocate, which
+ * umem_torch_gpu_access_json calls accessible (XNACK on), is made usable by the GPU runtime's own
+ * copies and fills while the alias lives (with HIP loaded: registered with hipHostRegister, Note
+ * [GPU visibility under HIP] in hip_gpu_mapper.hpp). *handle gets what to pass to
+ * umem_torch_alias_release when the alias dies, NULL when nothing was needed (umem's own memory;
+ * memory HIP knows already). UMEM_ERR_UNSUPPORTED, with the reason, when the memory cannot be
+ * aliased: the caller copies instead. */
+umem_status umem_torch_alias_register(const void* ptr, size_t size, void** handle);
+umem_status umem_torch_alias_release(void* handle);
+
+/* Where GPU `device`'s tensors live, as JSON {"device": d, "memory": "host" (a unified GPU: its
+ * memory is host memory on NUMA node "numa_node", which the GPU uses in place) or "device" (a
+ * discrete GPU's own memory), "numa_node": the node nearest the GPU}; NULL for an unknown device. */
+char* umem_torch_device_json(int device);
+
+/* Where [ptr, ptr+size) lives (umem_residency_json's format). */
+char* umem_torch_residency_json(const void* ptr, size_t size);
+
+/* --- Model weights ---------------------------------------------------------------------------- */
+/* Model weights (weights/, Note [Reading weights]). The .safetensors files a checkpoint path names
+ * (a file, a *.safetensors.index.json, or a folder holding one of them) as a JSON object
+ * {"files": [paths], "weight_map": {tensor: path}}; NULL on failure. */
+char* umem_torch_checkpoint_json(const char* path);
+/* Reads the .safetensors file `path` into umem host memory on NUMA node `node` (-1: the
+ * configured placement; else the readers run on the node's CPUs too) with `threads` readers (0:
+ * one per hardware thread, at most 16), with
+ * O_DIRECT when `direct_io`. JSON {"block": address to free with umem_torch_host_free, "data":
+ * address of the data section (inside the block), "data_bytes": n, "metadata": {...},
+ * "tensors": [{"name", "dtype" (the format's name), "shape": [...], "begin", "end"} (offsets in the
+ * data section)]}; NULL on failure (the message names the file, the tensor and the rule). */
+char* umem_torch_load_safetensors_json(const char* path, int node, unsigned threads,
+                                       int direct_io);
+/* The layout of the .safetensors file `path` without reading its data: JSON {"data_offset": file
+ * offset of the data section, "data_bytes", "metadata", "tensors"} as above; NULL on failure. */
+char* umem_torch_safetensors_layout_json(const char* path);
+/* Reads `bytes` at file `offset` of `path` into `to` with `threads` readers running on NUMA node
+ * `node`'s CPUs (-1: anywhere), with O_DIRECT when `direct_io` (then `offset` and `to` are
+ * multiples of 4096; a last partial block is read plainly). For staging weights into a discrete
+ * GPU's memory chunk by chunk. */
+umem_status umem_torch_read_file(const char* path, uint64_t offset, uint64_t bytes, void* to,
+                                 int node, unsigned threads, int direct_io);
+
+/* --- Machine and rank binding ----------------------------------------------------------------- */
+/* The topology model as snapshot JSON: of this machine when `snapshot_json` is NULL, else of the
+ * given snapshot (validated by the snapshot loader). */
+char* umem_torch_topology_json(const char* snapshot_json);
+
+/* The APU (NUMA node, CPUs, device) for a local rank, as JSON; see rank_binding.hpp. */
+char* umem_torch_rank_binding_json(const char* snapshot_json, int local_rank, int local_size);
+
+/* Binds the calling thread's (and its future threads') memory policy to `node`: mode "bind" or
+ * "preferred". */
+umem_status umem_torch_set_memory_policy(int node, const char* mode);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 // Reading bytes of a file straight into memory the caller provides, with several threads
 // (Note [Reading weights] in safetensors_file.hpp): the whole data section of a file into one
 // block, or one chunk after another into a small staging buffer (a discrete GPU's double buffer,
-// python/umem/torch.py).
+// python/umem/torch/weights.py).
 #pragma once
 
 #include <cstddef>

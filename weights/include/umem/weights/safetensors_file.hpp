@@ -11,8 +11,8 @@
 // run on the target node's CPUs when the caller names them (read_options::cpus), so the kernel's
 // copy into the pages runs beside them. Where the final memory is a discrete GPU's, which a file
 // read cannot reach, the section is read chunk by chunk into two small pinned buffers while the
-// GPU copies the other one (load_safetensors in python/umem/torch.py): host memory then holds two
-// chunks, never the model. direct_io
+// GPU copies the other one (load_safetensors in python/umem/torch/weights.py): host memory then
+// holds two chunks, never the model. direct_io
 // opens the file with O_DIRECT, so the page cache keeps no second copy: the block is then
 // allocated 4 KiB larger on each side, the read starts at the 4 KiB boundary below the data
 // section, and the data lies inside the block at the section's offset from that boundary. A file

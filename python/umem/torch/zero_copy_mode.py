@@ -16,9 +16,8 @@ import threading
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .torch import UmemTorchError, _device_index, as_device, as_host, gpu_access
-
-__all__ = ["zero_copy", "ZeroCopyLog"]
+from ._common import UmemTorchError, _device_index
+from .host_tensors import as_device, as_host, gpu_access
 
 _OPERATIONS = {torch.Tensor.to: "to", torch.Tensor.cuda: "cuda", torch.Tensor.cpu: "cpu"}
 

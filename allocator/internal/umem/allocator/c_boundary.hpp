@@ -1,0 +1,44 @@
+// What every C library of umem (umem.h's c_api.cpp, umem_torch.h's umem_torch.cpp) does at its
+// boundary: record the calling thread's last failure, run C++ code so that no exception crosses
+// into C, and hand strings over for the caller to free. Internal to the build (allocator/internal
+// is on no install rule): no C++ API promise to users.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "umem/allocator/detail/c_status.hpp"
+#include "umem/umem.h"
+
+namespace umem::alloc {
+
+// One library's record of its caller's last failure; each library keeps its own, thread_local.
+struct c_failure {
+  std::string message;
+  umem_status status = UMEM_OK;
+};
+
+// Records `message` and `status` in `last`; returns `status`.
+umem_status fail(c_failure& last, umem_status status, std::string message);
+
+// Runs `f`, translating every exception (run_at_c_boundary) into `last`.
+template <typename F>
+umem_status guarded(c_failure& last, F&& f) {
+  return run_at_c_boundary(std::forward<F>(f), [&last](umem_status s, std::string message) {
+    return fail(last, s, std::move(message));
+  });
+}
+
+// A malloc'ed copy of `s` for the caller to free (umem_string_free, umem_torch_string_free);
+// throws std::bad_alloc.
+char* dup_string(const std::string& s);
+
+// The string `f` returns as dup_string's copy, or NULL with the failure in `last`.
+template <typename F>
+char* guarded_string(c_failure& last, F&& f) {
+  char* out = nullptr;
+  guarded(last, [&] { out = dup_string(f()); });
+  return out;
+}
+
+}  // namespace umem::alloc
