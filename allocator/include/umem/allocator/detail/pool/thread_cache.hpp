@@ -46,7 +46,7 @@
 // and size beside it (take() reads no count first, and needs the block itself only for its
 // ticket); a table entry keeps the block's size and bin (put() needs no load from the block but
 // its ticket). Before, take() read the count, then the slot, then the block's size and address
-// (docs/benchmarks.md: what that cost at 64 KiB).
+// (docs/log/2026-12-04-before-fast-path.md: what that cost at 64 KiB).
 #pragma once
 
 #include <array>
