@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Builds umem's allocator benchmarks in Release, runs them, prints the comparison as markdown and
-# writes it to docs/benchmarks.md.
+# Builds umem's allocator benchmarks in Release, runs them, prints the comparison as markdown,
+# writes it to docs/benchmarks.md (generated, nothing else in it) and draws
+# docs/pictures/alloc-free-per-size.svg from the same results.
 #
 #   bench/run-benchmarks.sh           full run (about 4 minutes on a 2-core machine)
 #   bench/run-benchmarks.sh --quick   smoke run for CI (under a minute), same tables, noisier
 #
 # Environment: UMEM_BENCH_BUILD_DIR (default build/bench), UMEM_BENCH_OUT (default
-# docs/benchmarks.md), UMEM_BENCH_NODE (NUMA node to place memory on, default 0).
+# docs/benchmarks.md), UMEM_BENCH_PICTURES (default docs/pictures), UMEM_BENCH_NODE (NUMA node to
+# place memory on, default 0).
 # jemalloc and mimalloc are preloaded into processes of their own (bench/malloc_identity.hpp);
 # a missing one is skipped with a message and shows as n/a.
 set -euo pipefail
@@ -60,50 +62,15 @@ while read -r name lib; do
 done < "$build/bench/preload.txt"
 
 command="bench/run-benchmarks.sh${1:+ $1}"
-# Sections written by hand (results of other benchmarks on this machine) follow a marker line in
-# docs/benchmarks.md; they are kept, after the regenerated and carried sections.
-marker='<!-- Written by hand from here on'
-kept=
-if [ "$out" = "$root/docs/benchmarks.md" ] && [ -f "$out" ]; then
-  kept=$(sed -n "/^$marker/,\$p" "$out")
-fi
+# The script writes only its own generated page. Results measured elsewhere (the GPU machine) and
+# what was written by hand about runs live in docs/results.md, the method pages and docs/log/.
 echo
 "$build/bench/umem_bench_report" --out "$out" --command "$command" --settings "$settings" \
   "$results"/*.json
-# Results measured on the GPU machine (where PyTorch's caching allocator runs) are kept in their own
-# documents; their results sections are carried over verbatim.
-# carry DOC SECTION-HEADING TITLE REGENERATE-SENTENCE...
-carry() {
-  local doc=$root/$1 heading=$2 title=$3
-  shift 3
-  [ -f "$doc" ] && [ "$out" = "$root/docs/benchmarks.md" ] || return 0
-  {
-    echo
-    echo "## $title"
-    echo
-    printf '%s\n' "$@"
-    echo
-    sed -n "/^## $heading/,/^## /{/^## /d;p}" "$doc"
-  } >> "$out"
-}
-carry docs/trace-replay.md "Results on the H200" \
-  "Real training traces: umem vs PyTorch's caching allocator (from docs/trace-replay.md)" \
-  "Regenerate: \`bash bench/trace_replay/cca/run-on-h200.sh DIR\` on the GPU machine (see" \
-  "docs/trace-replay.md); umem alone, quick, on any machine: \`ctest -L '^trace\$'\`."
-carry docs/pytorch-parity.md "Training on the H200: umem against PyTorch's allocator, default and expandable" \
-  "Training on the H200: umem vs PyTorch's allocator (from docs/pytorch-parity.md)" \
-  "Regenerate: \`python3 bench/torch_alloc/training.py\` on the GPU machine (see" \
-  "docs/pytorch-parity.md)."
-carry docs/pytorch-parity.md "Real traces replayed from C++ through PyTorch's allocator interface" \
-  "Real traces from C++ through PyTorch's allocator interface (from docs/pytorch-parity.md)" \
-  "Regenerate: \`python3 bench/torch_alloc/trace_replay.py TRACE.csv.gz...\` on the GPU machine" \
-  "(see docs/pytorch-parity.md)."
-carry docs/pytorch-parity.md "One alloc+free through PyTorch on the H200" \
-  "One alloc+free through PyTorch: umem vs PyTorch's allocator (from docs/pytorch-parity.md)" \
-  "Regenerate: \`python3 bench/torch_alloc/alloc_free.py\` on the GPU machine (see" \
-  "docs/pytorch-parity.md)."
-if [ -n "$kept" ]; then
-  printf '\n%s\n' "$kept" >> "$out"
-fi
+# Pictures for docs/results.md: time per size against jemalloc, mimalloc and glibc, from the JSON
+# results above (bench/plot_results.py, Python's standard library only).
+pictures="${UMEM_BENCH_PICTURES:-$root/docs/pictures}"
+python3 "$root/bench/plot_results.py" alloc-sizes --out "$pictures/alloc-free-per-size.svg" \
+  "$results"/*.json
 echo
 echo "written: $out"

@@ -135,14 +135,14 @@ struct allocator::impl {
   // Note [Device pools]: a GPU's own memory is PyTorch's device memory, and what counts there is
   // its peak reserved bytes, as with PyTorch's allocator. Two defaults differ from host pools, both
   // measured on allocation traces of real training (transformers GPT-2 and Llama, torchvision
-  // ResNet-50, recorded on an H200 by bench/torch_alloc/record_trace.py; docs/benchmarks.md):
+  // ResNet-50, recorded on an H200 by bench/torch_alloc/record_trace.py; docs/trace-replay.md):
   // - no thread caches: PyTorch frees device blocks on its autograd threads too, and blocks held
-  //   unmerged in per-thread bins made the pool grow for memory it already had (up to 2 % more
-  //   reserved at the peak through the torch bridge); the bridge's stream cache is the fast path;
+  //   unmerged in per-thread bins made the pool grow for memory it already had (measured:
+  //   docs/log/2026-12-05-comment-numbers.md); the bridge's stream cache is the fast path;
   // - blocks of 256 KiB-1 MiB never take a new small segment (Note [Medium blocks] in
   //   caching_pool.hpp): a few of them fill a 2 MiB small segment and strand its tail, while in
-  //   the large pool's holes they reserved 1.2-2.6 % less at the peak (of 64, 128, 256 and
-  //   512 KiB, 256 KiB was best on GPT-2 and ResNet-50 and 64 KiB on Llama, by 1.7 %).
+  //   the large pool's holes they reserved less at the peak (256 KiB chosen among 64-512 KiB;
+  //   docs/log/2026-12-05-comment-numbers.md).
   pool_config device_config() const {
     pool_config cfg = config();
     cfg.thread_cache_bytes = 0;

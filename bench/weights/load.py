@@ -5,7 +5,7 @@ the first touch of fresh huge pages dominates in some virtual machines), and wha
 loaders do (the whole file read
 into memory, then every tensor copied out of it). Prints a markdown table: seconds, GB/s, speed
 against the plain read, and peak extra resident memory (VmHWM after the load less VmRSS before,
-peak reset through /proc/self/clear_refs) against the tensor bytes. Targets (docs/benchmarks.md):
+peak reset through /proc/self/clear_refs) against the tensor bytes. Targets (docs/results.md):
 umem's peak extra memory <= 1.05x the tensor bytes, its speed >= 0.9x the plain read's.
 
 Note [Guest warm-up]: in a virtual machine the hypervisor backs guest memory lazily, so the first

@@ -13,7 +13,7 @@
 namespace umem::numa {
 namespace {
 
-// MI300A's GPU PCI device id; ROCr 6.1 sets "APU" from exactly this id (rocr-notes.md §2.4).
+// MI300A's GPU PCI device id; ROCr 6.1 sets "APU" from this id (docs/rocm-runtime.md §1.1).
 constexpr std::uint32_t mi300a_chip_id = 0x74A0;
 
 // A decided node, or why the method could not decide (the reason feeds "none" evidence).

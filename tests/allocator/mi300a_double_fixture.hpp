@@ -64,7 +64,7 @@ class GpuMapperDouble : public ::testing::Test {
   }
 
   // The CPU agents' EXTENDED_SCOPE_FINE_GRAINED pools removed: what a runtime older than the host
-  // ext-fine pool (ROCr commit 7f3dcd4e, Sep 2024; every 5.x) reports (rocr-notes.md §4).
+  // ext-fine pool (ROCr commit 7f3dcd4e, Sep 2024; every 5.x) reports (docs/rocm-runtime.md §2).
   void drop_cpu_extended_fine_pools() {
     for (auto& a : machine_.agents)
       if (a.kind == umem::agent_kind::cpu)

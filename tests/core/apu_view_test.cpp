@@ -95,7 +95,7 @@ TEST(ApuSockets, WithoutNumaCpuAgentsMapByIdentityAndUnboundGpusGoLast) {
 }
 
 TEST(ApuSockets, CpuAgentsSkipMemoryOnlyNumaNodes) {
-  // rocr-notes §6.1: KFD CPU node i is the i-th NUMA node that has CPUs.
+  // docs/rocm-runtime.md §4: KFD CPU node i is the i-th NUMA node that has CPUs.
   topology t;
   t.numa.nodes = {node(0, {0}, 1 << 20), node(1, {}, 2 << 20), node(2, {1}, 3 << 20)};
   t.agents = {cpu_agent(0, 1), cpu_agent(1, 1)};

@@ -95,7 +95,7 @@ TEST(RocrLibrary, OptionalSymbolsBecomeCapabilities) {
 }
 
 TEST(RocrLibrary, DebianRuntimeLacksVmemAndDmabuf) {
-  // rocr-notes.md section 8: in Debian's 5.2.3 .so hsa_amd_vmem_* and dmabuf export are absent.
+  // docs/rocm-runtime.md §5: in Debian's 5.2.3 .so hsa_amd_vmem_* and dmabuf export are absent.
   const std::string debian = "/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1";
   if (!std::filesystem::exists(debian)) GTEST_SKIP() << "needs Debian's " << debian;
   const auto lib = rocr_library::load_from(std::vector<std::string>{debian});

@@ -83,7 +83,7 @@ TEST(Checks, RealFourSocketCaptureHasXnackOffAndTtmLimitErrors) {
 }
 
 TEST(Checks, TtmInferenceComparesTotalsNotUnequalSockets) {
-  // With pages_limit = all memory, each GPU gets total / nodes (rocr-notes §4.1): more than the
+  // With pages_limit = all, each GPU gets total / nodes (docs/rocm-runtime.md §2.1): more than the
   // smaller node holds, less than the larger. That is not a loss.
   topology t = one_socket(100 * kGiB, 110 * kGiB, true);
   numa_node big;

@@ -117,7 +117,7 @@ finding check_ttm(const topology& topo) {
     detail.push_back(mod + " pages_limit = " + std::to_string(*k.ttm_pages_limit) + " pages (" +
                      format_gib(gpu_bytes) + ")");
     if (k.ttm_page_pool_size) detail.push_back("page_pool_size = " + std::to_string(*k.ttm_page_pool_size));
-    // In NPS1 each NUMA node's GPU gets limit / nodes (amdgpu_amdkfd_xcp_memory_size, rocr-notes §4.1).
+    // In NPS1 each NUMA node's GPU gets limit / nodes (docs/rocm-runtime.md §2.1).
     if (!topo.numa.nodes.empty() && gpu_bytes < total.bytes) {
       const std::uint64_t share = gpu_bytes / topo.numa.nodes.size();
       for (const auto& n : topo.numa.nodes)

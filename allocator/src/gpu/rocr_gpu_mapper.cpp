@@ -40,7 +40,7 @@ std::vector<runtime_agent> enumerate_agents(const hsa::rocr_library& lib) {
   return out;
 }
 
-// The CPU agent's GLOBAL pools of each coherence (rocr-notes.md §4: FINE, EXTENDED FINE,
+// The CPU agent's GLOBAL pools of each coherence (docs/rocm-runtime.md §2: FINE, EXTENDED FINE,
 // KERNARG+FINE and COARSE on MI300A); the first of each kind in enumeration order.
 void find_pools(const hsa::rocr_library& lib, rocr_agent agent, std::optional<rocr_pool>& fine,
                 std::optional<rocr_pool>& coarse, std::optional<rocr_pool>& extended_fine) {

@@ -4,7 +4,7 @@
 // An MI300A socket is one NUMA node holding CPU cores, a GPU and HBM. The model keeps the three
 // apart (numa.nodes, agents, gpu_numa); this view joins them:
 //  * CPU agents: KFD numbers CPU nodes 0..n-1 over the NUMA nodes that have CPUs, in ascending
-//    NUMA order (rocr-notes §6.1), so the i-th CPU agent (ascending KFD node) belongs to the i-th
+//    NUMA order (docs/rocm-runtime.md §4), so the i-th CPU agent (by KFD node) belongs to the i-th
 //    NUMA node with CPUs. Without NUMA data the mapping is the identity libhsakmt assumes.
 //  * GPU agents: only through topo.gpu_numa; a GPU without a NUMA binding is never guessed onto a
 //    socket but collected in a final entry with numa_node -1.

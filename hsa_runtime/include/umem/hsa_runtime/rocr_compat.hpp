@@ -7,7 +7,7 @@
 // is ABI-identical to the 32-bit HSA enums and avoids casting 0xA1xx into an enum whose 5.2.3
 // range ends at 31 (rejected in constant expressions by newer compilers). A runtime that does not
 // know an attribute answers status::invalid_argument: that is the "unknown" signal.
-// Values are those of the 2025 ROCr headers (docs: rocr-notes.md section 2).
+// Values are those of the 2025 ROCr headers (docs/rocm-runtime.md §1).
 #pragma once
 
 #include <cstdint>
@@ -78,7 +78,7 @@ inline constexpr std::uint32_t gpu = 1;
 }  // namespace device_type
 
 // HSA_AMD_MEMORY_PROPERTY_AGENT_IS_APU is a BIT INDEX into the 8-byte MEMORY_PROPERTIES value:
-// ROCr sets byte 0, bit 1 (0x02). Testing byte0 & 1 is wrong (rocr-notes.md section 2.4).
+// ROCr sets byte 0, bit 1 (0x02). Testing byte0 & 1 is wrong (docs/rocm-runtime.md §1.1).
 inline constexpr std::uint32_t memory_property_is_apu_bit = 1;
 inline constexpr bool flag_isset64(const std::uint8_t (&value)[8], std::uint32_t bit) {
   return (value[bit / 8] & (1u << (bit % 8))) != 0;

@@ -6,9 +6,9 @@
 // (HMM, Grace Hopper's ATS) reaches host pages at full coherence, so `device:D` placements are
 // host NUMA memory on the GPU's node, made GPU-visible (gpu_visible_source.hpp).
 // discrete: the GPU has memory of its own behind a bus (H200, MI300X). Host memory made visible
-// to it is read across PCIe by every kernel (GPT-2 training measured 42x slower on an H200 than
-// with PyTorch's allocator), so `device:D` placements come from the GPU's own memory instead,
-// through the allocator's device memory source (allocator/gpu/gpu_visibility.hpp).
+// to it is read across PCIe by every kernel (docs/log/2026-12-05-comment-numbers.md: GPT-2 on
+// an H200), so `device:D` placements come from the GPU's own memory instead, through the
+// allocator's device memory source (allocator/gpu/gpu_visibility.hpp).
 // An attribute discovery could not read counts as not set: a GPU is unified only when the driver
 // says so. Both GPU runtimes follow this kind: the CUDA one through cuda_device_source.hpp, the
 // ROCr one through the GPU's VRAM pool (rocr_device_source.hpp). ROCr older than 6.1 does not

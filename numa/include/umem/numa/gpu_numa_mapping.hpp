@@ -11,7 +11,7 @@
 // Otherwise numa_node is nullopt, method "none", and the evidence says why each method failed.
 //
 // KFD CPU node i is the i-th NUMA node (ascending os_index) that has CPUs: KFD skips CPU-less
-// NUMA nodes when it numbers its CPU nodes (rocr-notes.md §6.1). With no NUMA nodes in the
+// NUMA nodes when it numbers its CPU nodes (docs/rocm-runtime.md §4). With no NUMA nodes in the
 // topology the identity is assumed and the evidence says so.
 #pragma once
 

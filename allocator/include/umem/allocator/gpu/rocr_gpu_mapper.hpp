@@ -1,5 +1,5 @@
 // Making host NUMA memory usable by the socket's GPU agents through ROCr
-// (rocr-notes.md §4.3, §5).
+// (docs/rocm-runtime.md §2.2, §3).
 //
 // Note [SVM mode and lock mode]
 // XNACK on (topology::xnack_enabled() true): the GPU can retry faults, so plain mmap memory only
@@ -20,7 +20,7 @@
 // placement stays mbind's job, the pool only selects the coherence.
 //
 // Which GPUs are local: topology::gpu_numa (umem::numa::map_gpus_to_numa). Which CPU agent
-// serves NUMA node N: KFD CPU node i is the i-th NUMA node that has CPUs (rocr-notes.md §6.1).
+// serves NUMA node N: KFD CPU node i is the i-th NUMA node with CPUs (docs/rocm-runtime.md §4).
 // Interleaved (or multi-node) segments grant every GPU local to any of their nodes.
 //
 // Thread safety: everything is looked up once at construction; map() and unmap() only read it,

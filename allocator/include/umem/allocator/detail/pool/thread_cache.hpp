@@ -2,7 +2,7 @@
 //
 // Note [Thread cache]
 // The pool's own path takes its mutex, a best-fit search, a split, a hash insert and the
-// statistics for every call (about 200 ns here). Most programs free a block on the thread that
+// statistics for every call (cost: docs/results.md). Most programs free a block on the thread that
 // allocated it and soon allocate the same size again, so each thread keeps the blocks it freed in
 // bins by size class and hands them out again without a lock. What stays correct:
 // - Ownership and double free: every block carries a ticket (generation << 2 | state, Note
@@ -46,7 +46,7 @@
 // and size beside it (take() reads no count first, and needs the block itself only for its
 // ticket); a table entry keeps the block's size and bin (put() needs no load from the block but
 // its ticket). Before, take() read the count, then the slot, then the block's size and address
-// (docs/benchmarks.md: what that cost at 64 KiB).
+// (docs/log/2026-12-04-before-fast-path.md: what that cost at 64 KiB).
 #pragma once
 
 #include <array>
@@ -206,7 +206,7 @@ class thread_cache {
   std::array<stolen_counters, 2> returned_{};
   // Big bins the owner filled since it last emptied them (bit i: bin big_bin_first + i); a
   // stealer may have emptied them since. Kept on every operation (a compare for other bins):
-  // return_big() scanning the 48 big bins instead cost the mixes of large sizes 8-20 %.
+  // return_big() scanning all 48 big bins was slower (docs/log/2026-12-05-comment-numbers.md).
   std::uint64_t big_filled_ = 0;
   std::int64_t held_ = 0;                   // bytes the owner put into bins and did not take
   std::atomic<std::int64_t> stolen_bytes_{0};  // of them, taken by stealers
