@@ -589,14 +589,15 @@ std::size_t caching_pool::decommit_free_pages(std::size_t keep_cached) {
     std::uintptr_t begin, end;
   };
   std::vector<span> spans;  // whole granules inside free large blocks, not yet decommitted
-  for (auto& [base, rec] : segments_) {
-    if (rec.pool != size_class::large_pool || rec.keeps_pages) continue;
-    for (const block* b = rec.first; b; b = b->next) {
+  for (auto& entry : segments_) {
+    segment_record* rec = &entry.second;  // a named pointer: lambdas cannot capture bindings in C++20
+    if (rec->pool != size_class::large_pool || rec->keeps_pages) continue;
+    for (const block* b = rec->first; b; b = b->next) {
       if (b->allocated) continue;
-      rec.decommitted.for_each_gap((b->address + g - 1) / g * g, (b->address + b->size) / g * g,
-                                   [&](std::uintptr_t at, std::uintptr_t stop) {
-                                     spans.push_back({&rec, at, stop});
-                                   });
+      rec->decommitted.for_each_gap((b->address + g - 1) / g * g, (b->address + b->size) / g * g,
+                                    [&](std::uintptr_t at, std::uintptr_t stop) {
+                                      spans.push_back({rec, at, stop});
+                                    });
     }
   }
   std::stable_sort(spans.begin(), spans.end(), [](const span& x, const span& y) {
