@@ -19,7 +19,7 @@ endif()
 
 # umem_layer(NAME DEPS ...): a static, PIC library from NAME/src/**/*.cpp with NAME/include public.
 function(umem_layer name)
-  cmake_parse_arguments(L "" "" "DEPS;PRIVATE_DEPS" ${ARGN})
+  cmake_parse_arguments(L "" "" "DEPS;PRIVATE_DEPS;INSTALLED_HEADERS" ${ARGN})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/*.cpp)
   if(NOT srcs)  # a layer whose issue has not landed yet
     set(srcs ${PROJECT_SOURCE_DIR}/cmake/empty.cpp)
@@ -30,8 +30,17 @@ function(umem_layer name)
   target_link_libraries(umem_${name} PUBLIC ${L_DEPS} PRIVATE ${L_PRIVATE_DEPS})
   target_compile_options(umem_${name} PRIVATE ${UMEM_WARNINGS})
   set_target_properties(umem_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
-  # Headers under a detail/ folder are internal (no API promise) but installed: public headers
-  # include some of them (allocator.hpp the reclaim ladder's report, bridge.hpp its address map),
-  # and tests/install/check_install.sh compiles every installed header on its own.
-  install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  # Only public headers are installed: those under a detail/ folder are internal (no public
+  # header includes one; tests/install/check_install.sh compiles every installed header on its
+  # own). INSTALLED_HEADERS (paths under include/) narrows a layer to those.
+  if(L_INSTALLED_HEADERS)
+    foreach(h ${L_INSTALLED_HEADERS})
+      get_filename_component(where ${h} DIRECTORY)
+      install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/include/${h}
+              DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${where})
+    endforeach()
+  else()
+    install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+            PATTERN detail EXCLUDE)
+  endif()
 endfunction()

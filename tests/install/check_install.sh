@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix, then builds and runs a consumer project with
-# find_package(umem), and runs the installed umtopo. Every installed header compiles on its own
-# (detail/ ones are internal, installed because public headers include them), and libumem.so
+# find_package(umem), and runs the installed umtopo. Only public headers are installed (no detail/
+# folder, none of the torch bridge's C++ headers), every one compiles on its own, and libumem.so
 # exports umem's symbols only (cmake/umem.map).
 set -euo pipefail
 build_dir=$1
@@ -12,6 +12,10 @@ cmake --install "$build_dir" --prefix "$tmp/prefix" >/dev/null
 test -x "$tmp/prefix/bin/umtopo"
 test -f "$tmp/prefix/include/umem/core/topology.hpp"
 ls "$tmp"/prefix/lib*/cmake/umem/umemConfig.cmake >/dev/null
+internal=$(cd "$tmp/prefix/include" && find umem \( -name detail -o -name torch_bridge \) | head -n 3)
+if [ -n "$internal" ]; then
+  echo "check_install: internal headers were installed: $internal" >&2; exit 1
+fi
 broken=0
 while IFS= read -r header; do
   case $header in

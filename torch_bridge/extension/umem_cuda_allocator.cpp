@@ -23,39 +23,43 @@
 // Note [Where a PyTorch allocation goes]
 // The path of `torch.empty(n, device="cuda")` once umem.torch.enable() ran, in both modes (files:
 // python/umem/torch/enabling.py, python/umem/_extension.py, this file,
-// torch_bridge/src/umem_torch.cpp and bridge.cpp, allocator/src/allocator.cpp and
-// pool/caching_pool.cpp):
+// torch_bridge/src/c_abi/enabling.cpp and bridge.cpp, allocator/src/allocator.cpp and
+// pool/caching_pool.cpp; tests/check_line_references.py keeps every file:line below on its name):
 //  1. PyTorch: at::detail::empty_cuda (aten/src/ATen/cuda/EmptyTensor.cpp) takes
 //     at::cuda::getCUDADeviceAllocator(), which is c10::cuda::CUDACachingAllocator::get()
-//     (c10/cuda/CUDACachingAllocator.h): the allocator torch.cuda.memory.change_current_allocator
-//     stored (enabling.py:115). at::detail::empty_generic (aten/src/ATen/EmptyTensor.cpp) makes the
-//     storage with that allocator's allocate(nbytes).
-//  2. Extension mode: that allocator is umem_cuda_allocator (this file, made at enabling.py:110).
-//     allocate() (umem_cuda_allocator.cpp:191) calls umem_alloc(), which calls
-//     fn.umem_torch_extension_alloc (umem_cuda_allocator.cpp:584): a pointer into libumem_torch.so
-//     that the Python package passed to install() (_extension.py:122; taken at
-//     umem_cuda_allocator.cpp:636), so that the library is loaded once. Pluggable mode: the
-//     allocator is PyTorch's CUDAPluggableAllocator (torch/csrc/cuda/CUDAPluggableAllocator.cpp),
-//     whose allocate() calls the function torch.cuda.memory.CUDAPluggableAllocator looked up by
-//     name in the library, umem_torch_pluggable_malloc (enabling.py:112).
-//  3. The C ABI: umem_torch_extension_alloc (umem_torch.cpp:344) or umem_torch_pluggable_malloc
-//     (umem_torch.cpp:141) calls the process's bridge.
-//  4. The bridge: bridge::allocate (bridge.cpp:298) first reuses a block freed on the same stream
-//     (bridge.cpp:316, stream_ordered_cache.cpp); else allocate_capped (bridge.cpp:333) asks umem's
-//     allocator (bridge.cpp:274) under the memory fraction's cap.
-//  5. The allocator: allocator::allocate (allocator.cpp:357) resolves the device's placement and
-//     allocate_from (allocator.cpp:393) tries the pool of its NUMA node, caching_pool::try_allocate
-//     (caching_pool.cpp:236): a cached block, else a new segment; out of memory, the reclaim
-//     ladder.
-// On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:625), whose free()
-// calls fn.umem_torch_extension_release (umem_cuda_allocator.cpp:221) and so
-// umem_torch_extension_release (umem_torch.cpp:354); in pluggable mode CUDAPluggableAllocator's
-// raw_delete calls umem_torch_pluggable_free (umem_torch.cpp:154). Both call bridge::deallocate
-// (bridge.cpp:341): a block of the device's sole stream goes straight back to the allocator; others
-// wait in the stream-ordered cache (bridge.cpp:367, Note [Stream-ordered reuse] in umem_torch.h)
-// until their streams' work is done, then bridge::released (bridge.cpp:174) hands them to
-// allocator::deallocate (allocator.cpp:433), which returns them to their caching_pool
-// (caching_pool.cpp:505).
+//     (c10/cuda/CUDACachingAllocator.h): the allocator stored by
+//     torch.cuda.memory.change_current_allocator (enabling.py:115). at::detail::empty_generic
+//     (aten/src/ATen/EmptyTensor.cpp) makes the storage with that allocator's allocate(nbytes).
+//  2. Extension mode: that allocator is umem_cuda_allocator (this file), made by
+//     extension.make_allocator (enabling.py:110). Its allocate() (umem_cuda_allocator.cpp:195)
+//     calls umem_alloc(), which calls fn.umem_torch_extension_alloc (umem_cuda_allocator.cpp:588):
+//     a pointer into libumem_torch.so that the Python package passed to install()
+//     (_extension.py:122) and UMEM_TAKE (umem_cuda_allocator.cpp:640) took, so that the library is
+//     loaded once. Pluggable mode: the allocator is PyTorch's CUDAPluggableAllocator
+//     (torch/csrc/cuda/CUDAPluggableAllocator.cpp), whose allocate() calls the function
+//     torch.cuda.memory.CUDAPluggableAllocator looked up by name in the library,
+//     umem_torch_pluggable_malloc (enabling.py:113).
+//  3. The C ABI: umem_torch_extension_alloc (enabling.cpp:162) or umem_torch_pluggable_malloc
+//     (enabling.cpp:132) calls the process's bridge.
+//  4. The bridge: bridge::allocate (bridge.cpp:301) first reuses a block freed on the same stream,
+//     cache_->reuse (bridge.cpp:322, stream_ordered_cache.cpp); else bridge::allocate_capped
+//     (bridge.cpp:257) asks umem's allocator, alloc_->allocate (bridge.cpp:277), under the memory
+//     fraction's cap.
+//  5. The allocator: allocator::allocate (allocator.cpp:358) takes a cached block of the policy's
+//     pool, allocate_cached (caching_pool.hpp:213), without a lock where it can (Note [Fast path]);
+//     else it resolves the device's placement and allocator::allocate_from (allocator.cpp:394)
+//     tries the pool of its NUMA node, caching_pool::try_allocate (caching_pool.cpp:236): a cached
+//     block, else a new segment; out of memory, the reclaim ladder.
+// On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:629), whose free()
+// calls fn.umem_torch_extension_release (umem_cuda_allocator.cpp:225) and so
+// umem_torch_extension_release (enabling.cpp:172); in pluggable mode CUDAPluggableAllocator's
+// raw_delete calls umem_torch_pluggable_free (enabling.cpp:145). Both call bridge::deallocate
+// (bridge.cpp:347): a block of the device's sole stream goes straight back to the allocator;
+// others wait in the stream-ordered cache, cache_->deallocate (bridge.cpp:373, Note
+// [Stream-ordered reuse] in umem_torch.h), until their streams' work is done, then
+// bridge::released (bridge.cpp:175) hands them to allocator::deallocate (allocator.cpp:434),
+// which returns them to their pool: deallocate_cached (caching_pool.hpp:224), else
+// caching_pool::deallocate_if_owned (caching_pool.cpp:505).
 //
 // Releases: one source for PyTorch 2.6 to 2.14 (Note [PyTorch releases] in torch_compat.hpp).
 // Methods whose form changed between releases are declared in every form, without `override`;

@@ -8,7 +8,7 @@ stream_ordered_cache::stream_ordered_cache(event_factory events, release_fn rele
     : events_(std::move(events)), release_(std::move(release)) {}
 
 // Blocks still held at destruction stay with the umem allocator, which outlives no one: the
-// bridge is never destroyed (see umem_torch.cpp), so this runs only in tests.
+// bridge is never destroyed (c_abi/bridge_instance.hpp), so this runs only in tests.
 stream_ordered_cache::~stream_ordered_cache() = default;
 
 bool stream_ordered_cache::drained(const stream_blocks& s) {

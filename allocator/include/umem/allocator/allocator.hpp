@@ -42,10 +42,10 @@
 #include <vector>
 
 #include "umem/allocator/alloc_config.hpp"
-#include "umem/allocator/detail/pool/reclaim_ladder.hpp"
 #include "umem/allocator/source/device_memory_source.hpp"
 #include "umem/allocator/gpu/gpu_mapper.hpp"
 #include "umem/allocator/pool_stats.hpp"
+#include "umem/allocator/reclaim_report.hpp"
 #include "umem/allocator/residency.hpp"
 #include "umem/allocator/source/segment.hpp"
 #include "umem/core/topology.hpp"

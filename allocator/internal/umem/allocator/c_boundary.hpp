@@ -1,7 +1,7 @@
-// What every C library of umem (umem.h's c_api.cpp, umem_torch.h's umem_torch.cpp) does at its
-// boundary: record the calling thread's last failure, run C++ code so that no exception crosses
-// into C, and hand strings over for the caller to free. Internal to the build (allocator/internal
-// is on no install rule): no C++ API promise to users.
+// What every C library of umem (umem.h's c_api.cpp, umem_torch.h's torch_bridge/src/c_abi/) does
+// at its boundary: record the calling thread's last failure, run C++ code so that no exception
+// crosses into C, and hand strings over for the caller to free. Internal to the build
+// (allocator/internal is on no install rule): no C++ API promise to users.
 #pragma once
 
 #include <string>

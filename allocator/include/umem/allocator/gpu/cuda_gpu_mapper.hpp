@@ -18,7 +18,7 @@
 // (Note [GPU visibility under HIP] in hip_gpu_mapper.hpp), and CUDA asks the same question. In
 // registration mode the driver knows the range (cuMemHostRegister: page-locked memory the driver
 // tracks and accelerates cudaMemcpy* for), which is why PyTorch's copies of umem tensors work on
-// the H200 (docs/pytorch-parity.md). In pageable mode nothing is registered: the CUDA Programming
+// the H200 (docs/log/2026-12-01-pytorch-parity-on-h200.md). In pageable mode nothing is registered: the CUDA Programming
 // Guide's "Unified Memory on Devices with Full CUDA Unified Memory Support" (Grace Hopper's ATS,
 // HMM with driver 535+ and open kernel modules; the GB10 likewise reports pageable memory access)
 // makes every system allocation unified memory, usable by kernels and by CUDA's memory calls like

@@ -29,9 +29,10 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <functional>
 #include <string>
+
+#include "umem/allocator/reclaim_report.hpp"
 
 namespace umem::alloc {
 
@@ -39,16 +40,6 @@ namespace umem::alloc {
 struct attempt_result {
   void* p = nullptr;
   std::string why;
-};
-
-enum class rung : std::uint8_t { first_try, thread_caches, stream_blocks, trim, spill };
-const char* to_string(rung r);
-
-// What one climb did, for callers that count (the torch bridge's per-device num_alloc_retries).
-struct reclaim_report {
-  int retries = 0;                    // attempts after a rung gave back memory
-  rung served_by = rung::first_try;   // the rung whose attempt succeeded
-  std::size_t released = 0;           // bytes rungs 1-3 gave back
 };
 
 struct reclaim_rungs {
