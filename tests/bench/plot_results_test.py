@@ -18,11 +18,21 @@ def run(*args):
 
 
 def series(svg_path):
+    """The drawing's series names, texts and point titles."""
     root = ET.parse(svg_path).getroot()
     texts = [t.text for t in root.iter(NS + "text")]
     found = {e.get("data-series") for e in root.iter() if e.get("class") == "series"}
     titles = [t.text for t in root.iter(NS + "title")]
     return found, texts, titles
+
+
+def draw_from_text(d, kind, text, *options):
+    """Draws `kind` from a markdown file holding `text`; the drawing's series, texts and titles."""
+    source, out = os.path.join(d, kind + ".md"), os.path.join(d, kind + ".svg")
+    with open(source, "w") as f:
+        f.write(text)
+    run(kind, "--out", out, *options, source)
+    return series(out)
 
 
 def bench(name, size, ns, median):
@@ -57,29 +67,23 @@ def main():
         assert "umem 256 B: 13 ns" in titles, titles  # the median, not the mean or 2 threads
         assert "mimalloc 64 KiB: 2e+03 ns" in titles, titles
 
-        page = os.path.join(d, "page.md")
-        with open(page, "w") as f:
-            f.write("# x\n\n## alloc+free of one size, 1 thread\n\n"
-                    "| size | umem | umem locked path* | glibc malloc | jemalloc | mimalloc |\n"
-                    "|---|---:|---:|---:|---:|---:|\n"
-                    "| 256 B (small) | 13.2 ns | 86.8 ns (6.6x) | 13.1 ns (0.99x) | 10.6 ns (0.80x) | n/a |\n"
-                    "| 64 MiB (large) | 16.1 ns | 73.7 ns (4.6x) | 9.71 µs (604x) | 6.39 µs (397x) | n/a |\n\n"
-                    "## next\n")
-        out = os.path.join(d, "page.svg")
-        run("alloc-sizes", "--out", out, "--from-markdown", page)
-        found, texts, titles = series(out)
+        found, texts, titles = draw_from_text(
+            d, "alloc-sizes",
+            "# x\n\n## alloc+free of one size, 1 thread\n\n"
+            "| size | umem | umem locked path* | glibc malloc | jemalloc | mimalloc |\n"
+            "|---|---:|---:|---:|---:|---:|\n"
+            "| 256 B (small) | 13.2 ns | 86.8 ns (6.6x) | 13.1 ns (0.99x) | 10.6 ns (0.80x) | n/a |\n"
+            "| 64 MiB (large) | 16.1 ns | 73.7 ns (4.6x) | 9.71 µs (604x) | 6.39 µs (397x) | n/a |\n\n"
+            "## next\n", "--from-markdown")
         assert found == {"umem", "glibc", "jemalloc"}, found  # mimalloc n/a: no series
         assert "glibc malloc 64 MiB: 9.71e+03 ns" in titles, titles
 
-        table = os.path.join(d, "training.md")
-        with open(table, "w") as f:
-            f.write("| workload | rounds | umem / PyTorch step in lockstep [95% interval] (<= 1.02) | "
-                    "control / PyTorch step in lockstep |\n|---|---|---|---|\n"
-                    "| gpt2 | 21 | 1.007 [1.004, 1.009] ok | 0.999 [0.997, 1.003], margin 0.003 |\n"
-                    "| resnet50 | 21 | 0.994 [0.991, 0.996] ok | 1.001 [0.999, 1.003], margin 0.003 |\n")
-        out = os.path.join(d, "ratios.svg")
-        run("step-ratios", "--out", out, table)
-        found, texts, titles = series(out)
+        found, texts, titles = draw_from_text(
+            d, "step-ratios",
+            "| workload | rounds | umem / PyTorch step in lockstep [95% interval] (<= 1.02) | "
+            "control / PyTorch step in lockstep |\n|---|---|---|---|\n"
+            "| gpt2 | 21 | 1.007 [1.004, 1.009] ok | 0.999 [0.997, 1.003], margin 0.003 |\n"
+            "| resnet50 | 21 | 0.994 [0.991, 0.996] ok | 1.001 [0.999, 1.003], margin 0.003 |\n")
         assert found == {"umem", "control"}, found
         assert "gpt2" in texts and "resnet50" in texts and "target 1.02" in texts, texts
         assert "gpt2 umem: 1.007 [1.004, 1.009]" in titles, titles

@@ -71,6 +71,12 @@ bridge& create_bridge_locked(const alloc::alloc_options& options) {
   return *b;
 }
 
+// What `function`, which configures the bridge, answers once the bridge exists.
+umem_status refuse_after_creation(const char* function, const char* advice) {
+  return fail(last, UMEM_ERR_ALREADY_INITIALIZED,
+              std::string(function) + ": the torch bridge already exists" + advice);
+}
+
 }  // namespace
 
 bridge& create_default_bridge() {
@@ -88,6 +94,7 @@ using umem::torch_bridge::c_abi::bridge_mutex;
 using umem::torch_bridge::c_abi::create_bridge_locked;
 using umem::torch_bridge::c_abi::event_provider;
 using umem::torch_bridge::c_abi::oom_exceptions;
+using umem::torch_bridge::c_abi::refuse_after_creation;
 using umem::torch_bridge::c_abi::the_bridge;
 
 extern "C" {
@@ -101,9 +108,9 @@ umem_status umem_torch_last_status(void) { return last.status; }
 umem_status umem_torch_init(const char* conf) {
   std::lock_guard lock(bridge_mutex);
   if (the_bridge.load() != nullptr)
-    return fail(last, UMEM_ERR_ALREADY_INITIALIZED,
-                "umem_torch_init: the torch bridge already exists (an allocation or an earlier "
-                "init created it); configure it once, before the first allocation");
+    return refuse_after_creation("umem_torch_init",
+                                 " (an allocation or an earlier init created it); configure it "
+                                 "once, before the first allocation");
   return guarded(last, [&] {
     auto options = umem::alloc::options_from_environment();
     if (conf != nullptr) options = umem::alloc::parse_alloc_conf(conf, options);
@@ -118,9 +125,8 @@ char* umem_torch_describe(void) {
 umem_status umem_torch_set_event_provider(const umem_torch_event_provider* provider) {
   std::lock_guard lock(bridge_mutex);
   if (the_bridge.load() != nullptr)
-    return fail(last, UMEM_ERR_ALREADY_INITIALIZED,
-                "umem_torch_set_event_provider: the torch bridge already exists; set the "
-                "provider before the first allocation");
+    return refuse_after_creation("umem_torch_set_event_provider",
+                                 "; set the provider before the first allocation");
   if (provider == nullptr || provider->create == nullptr || provider->record == nullptr ||
       provider->query == nullptr || provider->synchronize == nullptr || provider->destroy == nullptr)
     return fail(last, UMEM_ERR_INVALID_ARGUMENT,
