@@ -1,5 +1,5 @@
 // umem-trace-replay: replays PyTorch allocation traces through umem's caching pool and reports
-// fragmentation, time per operation and integrity (docs/trace-replay.md).
+// fragmentation, time per operation and integrity (docs/method/trace-replay.md).
 // Exit status: 0 fine, 1 an integrity failure or stream-safety violation, 2 bad usage or input,
 // 77 a trace is missing and --skip-missing was given (ctest's skip code).
 #include <CLI/CLI.hpp>

@@ -2,7 +2,7 @@
 # Replays the real traces through PyTorch's caching allocator (built here against the installed
 # libtorch) and through umem's caching pool (the static umem-trace-replay carried from the
 # development machine) on this machine, and prints both side by side with PASS/FAIL against the
-# targets of docs/trace-replay.md. Targets failing is a result, not an error: exit 0. Exit 3 only when nothing
+# targets of docs/method/trace-replay.md. Targets failing is a result, not an error: exit 0. Exit 3 only when nothing
 # could be measured (no traces, no umem binary and no CCA build).
 #
 # Usage (from the repository root, on the H200 machine):
@@ -124,6 +124,6 @@ for trace, by in rows.items():
 print()
 print("\n".join(verdicts))
 open(sys.argv[2], "w").write("\n".join(md) + "\n")
-print("\nmarkdown rows for docs/trace-replay.md:\n" + "\n".join(md))
+print("\nmarkdown rows for a log under docs/log/ (see docs/method/trace-replay.md):\n" + "\n".join(md))
 PY
 exit 0

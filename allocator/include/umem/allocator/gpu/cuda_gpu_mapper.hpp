@@ -4,7 +4,7 @@
 // Pageable mode: every CUDA GPU of the topology has PAGEABLE_MEMORY_ACCESS (HMM on a recent
 // kernel, or Grace Hopper's ATS): the GPU reaches plain host memory at its own address, so map()
 // and unmap() do nothing.
-// Registration mode (discrete cards without HMM: the H200 of docs/benchmarks-cuda.md): map() pins
+// Registration mode (discrete cards without HMM: the H200 of docs/log/2026-11-30-h200-gpu-tests-and-copies.md): map() pins
 // the range with cuMemHostRegister(PORTABLE | DEVICEMAP) in device 0's primary context (PORTABLE
 // makes the registration count for every context and device), then asks
 // cuMemHostGetDevicePointer for the device address: zero-copy needs it to equal the host address

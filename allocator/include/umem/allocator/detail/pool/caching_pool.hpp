@@ -32,7 +32,7 @@
 // free tail block lacks, rounded up to large_segment_rounding, instead of taking a new segment:
 // the tail merges with the growth, so memory cached at the end of the segment is never stranded
 // next to a new segment that is a little larger (what made the cache 12 % larger than the peak
-// in use on real training traces, docs/trace-replay.md). When the upstream refuses the growth
+// in use on real training traces, docs/log/2026-11-30-trace-replay.md). When the upstream refuses the growth
 // (it cannot grow, or the reservation is exhausted) the pool falls back to a new segment, which
 // becomes the growable one if it is. A growth is checked against limit_bytes and retried after
 // the upstream runs out exactly like a new segment (Note [Running out]): a growth that runs out
@@ -64,7 +64,7 @@
 // cuda_device_source.hpp); pinned memory (ROCr locks with XNACK off, CUDA registrations) and plain
 // device allocations cannot: the first refusal for a segment turns it off for that segment. It
 // trades page faults (or mappings) on reuse for memory: on real training traces it keeps the peak
-// reserved within a few percent of the peak allocated (docs/trace-replay.md).
+// reserved within a few percent of the peak allocated (docs/log/2026-11-30-trace-replay.md).
 //
 // Note [Running out]
 // try_allocate() never asks the upstream for a segment, a growth or given-back pages that would
