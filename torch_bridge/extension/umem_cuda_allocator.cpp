@@ -39,8 +39,8 @@
 //     (torch/csrc/cuda/CUDAPluggableAllocator.cpp), whose allocate() calls the function
 //     torch.cuda.memory.CUDAPluggableAllocator looked up by name in the library,
 //     umem_torch_pluggable_malloc (enabling.py:113).
-//  3. The C ABI: umem_torch_extension_alloc (enabling.cpp:162) or umem_torch_pluggable_malloc
-//     (enabling.cpp:132) calls the process's bridge.
+//  3. The C ABI: umem_torch_extension_alloc (enabling.cpp:168) or umem_torch_pluggable_malloc
+//     (enabling.cpp:138) calls the process's bridge.
 //  4. The bridge: bridge::allocate (bridge.cpp:301) first reuses a block freed on the same stream,
 //     cache_->reuse (bridge.cpp:322, stream_ordered_cache.cpp); else bridge::allocate_capped
 //     (bridge.cpp:257) asks umem's allocator, alloc_->allocate (bridge.cpp:277), under the memory
@@ -52,8 +52,8 @@
 //     block, else a new segment; out of memory, the reclaim ladder.
 // On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:629), whose free()
 // calls fn.umem_torch_extension_release (umem_cuda_allocator.cpp:225) and so
-// umem_torch_extension_release (enabling.cpp:172); in pluggable mode CUDAPluggableAllocator's
-// raw_delete calls umem_torch_pluggable_free (enabling.cpp:145). Both call bridge::deallocate
+// umem_torch_extension_release (enabling.cpp:178); in pluggable mode CUDAPluggableAllocator's
+// raw_delete calls umem_torch_pluggable_free (enabling.cpp:151). Both call bridge::deallocate
 // (bridge.cpp:347): a block of the device's sole stream goes straight back to the allocator;
 // others wait in the stream-ordered cache, cache_->deallocate (bridge.cpp:373, Note
 // [Stream-ordered reuse] in umem_torch.h), until their streams' work is done, then
