@@ -9,7 +9,8 @@ learns the machine from machine/ and takes from the allocator only its options t
 Inside the allocator (README.md, "The allocator"): source/ (memory sources) uses only the
 vocabulary headers; gpu/ adds source/ and machine/; the caching pool (src/pool/, include
 detail/pool/) adds source/ but never gpu/ or machine/; the front end (the top level) may use
-everything. Vocabulary: placement.hpp, pool_stats.hpp and fork_safety.hpp (with its
+everything. Vocabulary: placement.hpp, pool_stats.hpp, reclaim_report.hpp (what the pool's
+reclaim ladder did, which the front end's requests carry) and fork_safety.hpp (with its
 detail/fork_guard.hpp: every layer's locks register for fork()).
 
 Exit 1 naming each include that points the wrong way."""
@@ -37,7 +38,8 @@ UMTOPO_ALLOCATOR = {"alloc_config.hpp"}
 TOP_INCLUDE = re.compile(r'#include "umem/(\w+)/([\w/]+\.hpp)"')
 
 ALLOCATOR = os.path.join(REPO, "allocator")
-VOCABULARY = {"placement.hpp", "pool_stats.hpp", "fork_safety.hpp", "detail/fork_guard.hpp"}
+VOCABULARY = {"placement.hpp", "pool_stats.hpp", "reclaim_report.hpp", "fork_safety.hpp",
+              "detail/fork_guard.hpp"}
 # layer: (header folder, source folder, allocator layers it may include, top-level layers above
 # the allocator's own dependencies it may include)
 INNER = {"source": ("source", "source", set(), set()),
