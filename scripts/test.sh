@@ -17,6 +17,14 @@ trap 'echo "test.sh: a stage failed (line $LINENO); free disk here: $(df -h --ou
 stage() { echo "== $* (at ${SECONDS} s)"; }
 scripts/install-deps.sh
 
+# Debian unstable's root is mostly a download: it is made beside the builds and waited for at its
+# stage.
+if [ "${UMEM_SKIP_UNSTABLE:-0}" != 1 ]; then
+  mkdir -p build
+  tests/python/run-on-debian-unstable.sh --prepare > build/unstable-root.log 2>&1 &
+  unstable_root=$!
+fi
+
 stage "release build + tests"
 dir=$(scripts/build.sh release | tail -n 1)
 ctest --test-dir "$dir" --output-on-failure -j 2
@@ -32,6 +40,7 @@ scripts/test-isolated-build.sh
 
 if [ "${UMEM_SKIP_UNSTABLE:-0}" != 1 ]; then
   stage "the Python tests with Debian unstable's PyTorch, in a debootstrap root"
+  wait "$unstable_root" || { cat build/unstable-root.log >&2; exit 1; }
   tests/python/run-on-debian-unstable.sh
 fi
 

@@ -6,11 +6,14 @@
 # Needs root (debootstrap, chroot, bind mounts) and Debian's mirror; about 10 minutes on 2 cores,
 # 2.5 GB of disk. The root is kept for the next run (delete it to start anew).
 #
-#   tests/python/run-on-debian-unstable.sh [root-dir]   (default build/debian-unstable)
+#   tests/python/run-on-debian-unstable.sh [--prepare] [root-dir]   (default build/debian-unstable)
+# --prepare only makes the root (mostly downloading: scripts/test.sh runs it beside the builds).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 src="$(cd "$here/../.." && pwd)"
 shared="$(cd "$src/../shared" 2>/dev/null && pwd || true)"
+prepare=0
+if [ "${1:-}" = --prepare ]; then prepare=1; shift; fi
 root="${1:-$src/build/debian-unstable}"
 mkdir -p "$(dirname "$root")"
 root="$(cd "$(dirname "$root")" && pwd)/$(basename "$root")"
@@ -23,6 +26,7 @@ if [ ! -f "$root/.made" ]; then
     > "$root.debootstrap.log" 2>&1 || { tail -20 "$root.debootstrap.log" >&2; exit 1; }
   touch "$root/.made"
 fi
+[ "$prepare" = 1 ] && { echo "run-on-debian-unstable: root ready at $root"; exit 0; }
 
 # The source, the shared captures, and what PyTorch and umem read of the machine (/proc, /sys).
 mounts=()
