@@ -19,8 +19,8 @@
 // about), not while their cache grows.
 // With 2 threads umem's pool hands out blocks at new addresses of its cached segments for 25-50
 // passes of the large mix (with or without thread caches), with fault-free passes in between,
-// and with huge pages each first write into a fresh 2 MiB region is a huge-page fault (0.3-4 ms
-// on the VM this was written on, while 512 operations take about 0.1 ms): ending at the first
+// and with huge pages each first write into a fresh 2 MiB region is a huge-page fault that costs
+// more than hundreds of operations (docs/log/2026-12-05-comment-numbers.md): ending at the first
 // fault-free pass left a few faults in the timed loop, and they made its time; so did a thread
 // that ended its own warm-up while the other thread's passes still moved the pool's blocks to
 // new addresses, hence the joint end. The passes taken are reported as the counter warm_passes,
