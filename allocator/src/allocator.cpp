@@ -135,7 +135,8 @@ struct allocator::impl {
   // Note [Device pools]: a GPU's own memory is PyTorch's device memory, and what counts there is
   // its peak reserved bytes, as with PyTorch's allocator. Two defaults differ from host pools, both
   // measured on allocation traces of real training (transformers GPT-2 and Llama, torchvision
-  // ResNet-50, recorded on an H200 by bench/torch_alloc/record_trace.py; docs/log/2026-11-30-trace-replay.md):
+  // ResNet-50, recorded on an H200 by bench/torch_alloc/record_trace.py;
+  // docs/log/2026-11-30-trace-replay.md):
   // - no thread caches: PyTorch frees device blocks on its autograd threads too, and blocks held
   //   unmerged in per-thread bins made the pool grow for memory it already had (measured:
   //   docs/log/2026-12-05-comment-numbers.md); the bridge's stream cache is the fast path;

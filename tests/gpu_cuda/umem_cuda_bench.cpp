@@ -1,5 +1,6 @@
 // Copy vs zero-copy for umem memory on an NVIDIA GPU, 1 MiB to 4 GiB. Prints a
-// markdown table (docs/log/2026-11-30-h200-gpu-tests-and-copies.md). Times are the best of `kReps` runs after one warm-up.
+// markdown table (docs/log/2026-11-30-h200-gpu-tests-and-copies.md). Times are the best of `kReps`
+// runs after one warm-up.
 //   alloc:    umem allocate() of a fresh segment (mmap + mbind + cuMemHostRegister)
 //   copy:     cudaMemcpy host->device from umem memory into a cudaMalloc buffer, what `.cuda()`
 //             does (extra device memory: the whole buffer)

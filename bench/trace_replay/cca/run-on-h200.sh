@@ -2,8 +2,8 @@
 # Replays the real traces through PyTorch's caching allocator (built here against the installed
 # libtorch) and through umem's caching pool (the static umem-trace-replay carried from the
 # development machine) on this machine, and prints both side by side with PASS/FAIL against the
-# targets of docs/method/trace-replay.md. Targets failing is a result, not an error: exit 0. Exit 3 only when nothing
-# could be measured (no traces, no umem binary and no CCA build).
+# targets of docs/method/trace-replay.md. Targets failing is a result, not an error: exit 0. Exit 3
+# only when nothing could be measured (no traces, no umem binary and no CCA build).
 #
 # Usage (from the repository root, on the H200 machine):
 #   bench/trace_replay/cca/run-on-h200.sh [DIR]

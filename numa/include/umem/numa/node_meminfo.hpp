@@ -5,8 +5,8 @@
 // Memory bound to one node with MPOL_BIND never fails with ENOMEM when the node runs out: the
 // kernel's page allocator runs the OOM killer for the policy-constrained request first (Linux 6.1
 // in umem's 4-node VM: mmap + mbind + MADV_POPULATE_WRITE filled 705 of 768 MiB, then SIGKILL;
-// docs/log/2026-12-01-reliability-figures.md). Under MPOL_PREFERRED the kernel falls back to other nodes itself. So a
-// bound allocation has to be refused before the pages are asked for, while the node still has
+// docs/log/2026-12-01-reliability-figures.md). Under MPOL_PREFERRED the kernel falls back to
+// other nodes itself. So a bound allocation has to be refused before the pages are asked for, while the node still has
 // memory: node_obtainable_bytes() is what the node can give without the OOM killer, estimated
 // like the kernel's MemAvailable but per node: MemFree, plus half of the node's file pages
 // (clean page cache is reclaimed before anything is killed; half, because some of it is dirty or

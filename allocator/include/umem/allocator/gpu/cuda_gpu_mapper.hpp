@@ -4,8 +4,8 @@
 // Pageable mode: every CUDA GPU of the topology has PAGEABLE_MEMORY_ACCESS (HMM on a recent
 // kernel, or Grace Hopper's ATS): the GPU reaches plain host memory at its own address, so map()
 // and unmap() do nothing.
-// Registration mode (discrete cards without HMM: the H200 of docs/log/2026-11-30-h200-gpu-tests-and-copies.md): map() pins
-// the range with cuMemHostRegister(PORTABLE | DEVICEMAP) in device 0's primary context (PORTABLE
+// Registration mode (discrete cards without HMM: the H200 of
+// docs/log/2026-11-30-h200-gpu-tests-and-copies.md): map() pins the range with cuMemHostRegister(PORTABLE | DEVICEMAP) in device 0's primary context (PORTABLE
 // makes the registration count for every context and device), then asks
 // cuMemHostGetDevicePointer for the device address: zero-copy needs it to equal the host address
 // (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM); if it does not, the registration is undone and map()
@@ -18,8 +18,8 @@
 // (Note [GPU visibility under HIP] in hip_gpu_mapper.hpp), and CUDA asks the same question. In
 // registration mode the driver knows the range (cuMemHostRegister: page-locked memory the driver
 // tracks and accelerates cudaMemcpy* for), which is why PyTorch's copies of umem tensors work on
-// the H200 (docs/log/2026-12-01-pytorch-parity-on-h200.md). In pageable mode nothing is registered: the CUDA Programming
-// Guide's "Unified Memory on Devices with Full CUDA Unified Memory Support" (Grace Hopper's ATS,
+// the H200 (docs/log/2026-12-01-pytorch-parity-on-h200.md). In pageable mode nothing is
+// registered: the CUDA Programming Guide's "Unified Memory on Devices with Full CUDA Unified Memory Support" (Grace Hopper's ATS,
 // HMM with driver 535+ and open kernel modules; the GB10 likewise reports pageable memory access)
 // makes every system allocation unified memory, usable by kernels and by CUDA's memory calls like
 // managed memory. That is the documentation's word; umem has not run on a Grace Hopper or GB10.

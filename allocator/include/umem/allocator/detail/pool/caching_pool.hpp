@@ -32,9 +32,9 @@
 // free tail block lacks, rounded up to large_segment_rounding, instead of taking a new segment:
 // the tail merges with the growth, so memory cached at the end of the segment is never stranded
 // next to a new segment that is a little larger (what made the cache 12 % larger than the peak
-// in use on real training traces, docs/log/2026-11-30-trace-replay.md). When the upstream refuses the growth
-// (it cannot grow, or the reservation is exhausted) the pool falls back to a new segment, which
-// becomes the growable one if it is. A growth is checked against limit_bytes and retried after
+// in use on real training traces, docs/log/2026-11-30-trace-replay.md). When the upstream refuses
+// the growth (it cannot grow, or the reservation is exhausted) the pool falls back to a new
+// segment, which becomes the growable one if it is. A growth is checked against limit_bytes and retried after
 // the upstream runs out exactly like a new segment (Note [Running out]): a growth that runs out
 // is the call's one upstream attempt, never followed by a new segment. It counts as one
 // upstream_allocs and adds to reserved_bytes but not to the segment gauge. A grown segment is
