@@ -8,9 +8,9 @@
 // docs/log/2026-12-01-reliability-figures.md). Under MPOL_PREFERRED the kernel falls back to
 // other nodes itself. So a bound allocation has to be refused before the pages are asked for,
 // while the node still has memory: node_obtainable_bytes() is what the node can give without the
-// OOM killer, estimated like the kernel's MemAvailable but per node: MemFree, plus half of the node's file pages
-// (clean page cache is reclaimed before anything is killed; half, because some of it is dirty or
-// in use), plus the system's free swap (anonymous pages can be swapped out instead), less a
+// OOM killer, estimated like the kernel's MemAvailable but per node: MemFree, plus half of the
+// node's file pages (clean page cache is reclaimed before anything is killed; half, because some
+// of it is dirty or in use), plus the system's free swap (anonymous pages can be swapped out instead), less a
 // reserve of max(32 MiB, MemTotal / 512) that the kernel keeps for itself (its min watermark).
 // An estimate: a competing process can take the memory between the check and the fault.
 #pragma once
