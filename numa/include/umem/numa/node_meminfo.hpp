@@ -10,8 +10,9 @@
 // while the node still has memory: node_obtainable_bytes() is what the node can give without the
 // OOM killer, estimated like the kernel's MemAvailable but per node: MemFree, plus half of the
 // node's file pages (clean page cache is reclaimed before anything is killed; half, because some
-// of it is dirty or in use), plus the system's free swap (anonymous pages can be swapped out instead), less a
-// reserve of max(32 MiB, MemTotal / 512) that the kernel keeps for itself (its min watermark).
+// of it is dirty or in use), plus the system's free swap (anonymous pages can be swapped out
+// instead), less a reserve of max(32 MiB, MemTotal / 512) that the kernel keeps for itself (its
+// min watermark).
 // An estimate: a competing process can take the memory between the check and the fault.
 #pragma once
 
