@@ -11,6 +11,11 @@ if(UMEM_WERROR)
   list(APPEND UMEM_WARNINGS -Werror)
 endif()
 
+# After the configuration's own -g, so it wins; configurations without debug info get none.
+if(UMEM_LINE_TABLES_ONLY)
+  add_compile_options($<$<CONFIG:Debug,RelWithDebInfo>:-g1>)
+endif()
+
 if(UMEM_SANITIZE)
   add_compile_options(-fsanitize=${UMEM_SANITIZE} -fno-omit-frame-pointer
                       -fno-sanitize-recover=all)

@@ -24,8 +24,9 @@ if [[ ! -d $fixtures ]]; then
   exit 2
 fi
 
+read -ra extra <<< "${UMEM_CMAKE_ARGS:-}"  # more -D options, as scripts/build.sh takes them
 CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S "$root" -B "$build" -G Ninja \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUMEM_BUILD_FUZZERS=ON -DUMEM_WERROR=ON >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUMEM_BUILD_FUZZERS=ON -DUMEM_WERROR=ON "${extra[@]}" >/dev/null
 targets=(rocminfo numactl snapshot safetensors kfd_topology alloc_conf)
 cmake --build "$build" -j 2 --target "${targets[@]/#/fuzz_}" fuzz_snapshot_seeds
 
