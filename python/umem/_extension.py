@@ -119,16 +119,22 @@ def build(kind="cuda", verbose=False):
     return os.path.join(build_directory(name), name + ".so"), k
 
 
+_loaded = {}  # module name -> the module, installed
+
+
 def load(kind="cuda"):
     """The built extension module of `kind` with libumem_torch.so's functions installed: the one
     built ahead of time when there is one, else built now. Raises what the build raises (no
     compiler, no ninja, a CPU-only PyTorch for "cuda") or FileNotFoundError."""
     name = module_name(kind=kind)
+    if name in _loaded:
+        return _loaded[name]
     module = sys.modules.get(name) or _import_built(name) or _build(name, kind)
     lib = _lib.lib()
     # Every function of the library: the extension takes the ones its UMEM_FUNCTIONS list names.
-    module.install({name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                    for name in _lib.SIGNATURES})
+    module.install({f: ctypes.cast(getattr(lib, f), ctypes.c_void_p).value
+                    for f in _lib.SIGNATURES})
+    _loaded[name] = module
     return module
 
 

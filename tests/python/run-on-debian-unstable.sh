@@ -18,7 +18,7 @@ root="${1:-$src/build/debian-unstable}"
 mkdir -p "$(dirname "$root")"
 root="$(cd "$(dirname "$root")" && pwd)/$(basename "$root")"
 
-packages=python3-torch,python3-pytest,python3-numpy,cmake,ninja-build,g++,pkg-config,libhwloc-dev,libnuma-dev,libspdlog-dev,nlohmann-json3-dev,libcli11-dev,libgtest-dev,libgmock-dev,libhsa-runtime-dev,zlib1g-dev
+packages=python3-torch,libtorch-dev,python3-dev,pybind11-dev,python3-pytest,python3-numpy,cmake,ninja-build,g++,pkg-config,libhwloc-dev,libnuma-dev,libspdlog-dev,nlohmann-json3-dev,libcli11-dev,libgtest-dev,libgmock-dev,libhsa-runtime-dev,zlib1g-dev
 if [ ! -f "$root/.made" ]; then
   command -v debootstrap > /dev/null || { echo "run-on-debian-unstable: debootstrap is missing" >&2; exit 1; }
   rm -rf "$root"

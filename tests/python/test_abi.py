@@ -13,7 +13,11 @@ import umem._lib as L
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 HEADER = os.path.join(ROOT, "torch_bridge", "include", "umem", "umem_torch.h")
-EXTENSION = os.path.join(ROOT, "torch_bridge", "extension", "umem_cuda_allocator.cpp")
+# Each extension's source -> a function its UMEM_FUNCTIONS table must name.
+EXTENSIONS = {os.path.join(ROOT, "torch_bridge", "extension", "umem_cuda_allocator.cpp"):
+              "umem_torch_extension_alloc",
+              os.path.join(ROOT, "torch_bridge", "extension", "umem_cpu_allocator.cpp"):
+              "umem_torch_host_malloc"}
 
 # The ctypes type each C type of the header is declared with. A returned char* is a string the
 # caller frees (umem_torch_string_free), so ctypes must keep it an address; const char* is not.
@@ -74,12 +78,13 @@ def test_the_ctypes_table_is_the_header():
     assert not different, "typed otherwise than umem_torch.h: " + "; ".join(different)
 
 
-def test_the_extension_calls_only_header_functions():
-    source = open(EXTENSION).read()
-    table = re.search(r"#define UMEM_FUNCTIONS\(X\)((?:[^\n]*\\\n)*[^\n]*)", source)
-    assert table, "no UMEM_FUNCTIONS table in umem_cuda_allocator.cpp"
+@pytest.mark.parametrize("source", sorted(EXTENSIONS), ids=os.path.basename)
+def test_the_extension_calls_only_header_functions(source):
+    text = open(source).read()
+    table = re.search(r"#define UMEM_FUNCTIONS\(X\)((?:[^\n]*\\\n)*[^\n]*)", text)
+    assert table, f"no UMEM_FUNCTIONS table in {os.path.basename(source)}"
     names = re.findall(r"X\((\w+)\)", table.group(1))
-    assert "umem_torch_extension_alloc" in names
+    assert EXTENSIONS[source] in names
     unknown = sorted(set(names) - set(header_functions()))
     assert not unknown, f"UMEM_FUNCTIONS names functions umem_torch.h lacks: {unknown}"
 

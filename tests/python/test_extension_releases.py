@@ -38,13 +38,23 @@ def run_module(package_dir, *args):
 def test_build_command_answers_in_one_line(package_dir):
     usage = run_module(package_dir, "bogus")
     assert usage.returncode == 2
-    assert usage.stderr.strip() == "usage: python -m umem.torch build [--verbose]"
+    assert usage.stderr.strip() == "usage: python -m umem.torch build [--verbose] [cuda|cpu]"
+    assert run_module(package_dir, "build", "gpu").returncode == 2
     if torch.version.cuda or getattr(torch.version, "hip", None):
-        pytest.skip("a GPU build of PyTorch would build the extension")
-    built = run_module(package_dir, "build")
+        pytest.skip("a GPU build of PyTorch would build the GPU extension")
+    built = run_module(package_dir, "build", "cuda")
     assert built.returncode == 1
     assert built.stderr.strip().splitlines()[-1].startswith(
-        "umem: the allocator extension cannot be built here: PyTorch ")
+        "umem: the cuda allocator extension cannot be built here: PyTorch ")
+
+
+def test_build_command_builds_the_cpu_extension_on_a_cpu_only_pytorch(package_dir):
+    built = run_module(package_dir, "build")  # both kinds where PyTorch has a GPU, else "cpu"
+    assert built.returncode == 0, built.stderr
+    lines = built.stdout.strip().splitlines()
+    assert lines[-2].startswith("umem cpu allocator extension: ") and lines[-2].endswith(".so")
+    assert os.path.isfile(lines[-2].split(": ", 1)[1])
+    assert lines[-1].startswith(f"key: PyTorch {torch.__version__}, cpu, source ")
 
 
 class _Extension:

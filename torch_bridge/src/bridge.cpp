@@ -581,6 +581,7 @@ device_stats bridge::stats(int device) const {
   const bool own = discrete(device);
   for (const alloc::pool_report& r : alloc_->pool_reports(false)) {
     if (device >= 0 && !holds_device_memory(r, device, own, node)) continue;
+    if (device == host && r.device >= 0) continue;  // a discrete GPU's own memory
     for (std::size_t c = 0; c < alloc::size_class_count; ++c) {
       const auto cls = static_cast<alloc::size_class>(c);
       for (auto [from, to] : {std::pair{alloc::metric::reserved_bytes, &out.reserved_bytes},
@@ -597,12 +598,8 @@ device_stats bridge::stats(int device) const {
     out.num_device_free += r.stats[alloc::counter::upstream_frees];
   }
   std::lock_guard lock(mutex_);
-  usage none;
-  const usage* u = &total_;
-  if (device >= 0) {
-    auto it = usage_.find(device);
-    u = it == usage_.end() ? &none : &it->second;
-  }
+  const usage none;
+  const usage* u = &usage_of(device, none);
   out.allocation = u->allocation;
   out.allocated_bytes = u->allocated;
   out.requested_bytes = u->requested;
@@ -647,13 +644,10 @@ std::map<std::string, std::int64_t> bridge::memory_stats(int device) const {
   out["num_device_alloc"] = s.num_device_alloc;
   out["num_device_free"] = s.num_device_free;
   std::lock_guard lock(mutex_);
-  out["umem.held_for_streams_bytes"] = static_cast<std::int64_t>(cache_->held_bytes(device));
-  usage none;
-  const usage* u = &total_;
-  if (device >= 0) {
-    auto it = usage_.find(device);
-    u = it == usage_.end() ? &none : &it->second;
-  }
+  out["umem.held_for_streams_bytes"] =
+      device == host ? 0 : static_cast<std::int64_t>(cache_->held_bytes(device));
+  const usage none;
+  const usage* u = &usage_of(device, none);
   out["umem.stream_reuses"] = u->stream_reuses;
   out["umem.limit_bytes"] = u->cap_bytes ? static_cast<std::int64_t>(*u->cap_bytes) : -1;
   out["umem.lent_bytes"] = u->lent_bytes;  // segments of PyTorch's own (private) pools
@@ -662,10 +656,16 @@ std::map<std::string, std::int64_t> bridge::memory_stats(int device) const {
   return out;
 }
 
+const bridge::usage& bridge::usage_of(int device, const usage& none) const {
+  if (device == all_devices) return total_;
+  auto it = usage_.find(device == host ? -1 : device);
+  return it == usage_.end() ? none : it->second;
+}
+
 template <class F>
 void bridge::for_each_usage(int device, F&& f) {
-  if (device >= 0) {
-    f(usage_[device]);
+  if (device >= 0 || device == host) {
+    f(usage_[device == host ? -1 : device]);
     return;
   }
   for (auto& [d, u] : usage_) f(u);

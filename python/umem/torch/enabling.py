@@ -1,5 +1,6 @@
-"""umem as PyTorch's GPU allocator: enable() with the allocator extension
-(python/umem/_extension.py) or PyTorch's pluggable allocator, and the mode in force."""
+"""umem as PyTorch's allocators: enable() for the GPU (the allocator extension,
+python/umem/_extension.py, or PyTorch's pluggable allocator) and the mode in force; enable_host()
+for the CPU (the CPU allocator extension, Note [CPU allocator] in umem_cpu_allocator.cpp)."""
 import ctypes
 import threading
 import warnings
@@ -12,6 +13,7 @@ from .statistics import (empty_cache, mem_get_info, memory_stats, reset_peak_mem
                          set_memory_fraction)
 
 _enabled = False
+_host_enabled = False
 _mode = None
 _enable_lock = threading.Lock()
 _lib.hold_across_fork(_enable_lock)
@@ -57,7 +59,70 @@ def _load_extension(mode):
         return None
 
 
-def enable(conf=None, *, mode="auto", patch_torch=True, **options):
+def _create_bridge(conf, options, caller):
+    """Creates umem's torch bridge with these options unless it exists; raises when options are
+    given and it exists already."""
+    lib = _lib.lib()
+    text = _conf(conf, options)
+    status = lib.umem_torch_init(text.encode() if text else None)
+    if status == _lib.UMEM_ERR_ALREADY_INITIALIZED and (conf or options):
+        raise UmemTorchError(f"umem.torch.{caller}(): umem's torch bridge was already created by "
+                             "an earlier umem call in this process (umem.torch.empty, "
+                             f"memory_stats, ...), so its options can no longer change; call "
+                             f"{caller}() first")
+    if status not in (_lib.UMEM_OK, _lib.UMEM_ERR_ALREADY_INITIALIZED):
+        raise _lib.error(status)
+    return lib
+
+
+def _unified():
+    """Whether every GPU PyTorch sees uses host memory as its memory (an APU, a unified NVIDIA
+    part), as umem's bridge reports it; False without a GPU."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return count > 0 and all(_lib.take_json(_lib.lib().umem_torch_device_json(d))["memory"]
+                             == "host" for d in range(count))
+
+
+def _install_host(caller):
+    from .. import _extension
+    try:
+        extension = _extension.load("cpu")
+    except Exception as e:  # a missing compiler, ninja, pybind11 or source: each says what
+        raise UmemTorchError(f"umem.torch.{caller}(): umem's CPU allocator extension cannot be "
+                             f"built or loaded here: {e}") from e
+    if not extension.set_cpu_allocator():
+        raise UmemTorchError(
+            f"umem.torch.{caller}(): PyTorch did not take umem as its CPU allocator: another "
+            "library installed its own at a higher priority (c10::SetCPUAllocator)")
+
+
+def enable_host(conf=None, **options):
+    """Makes umem PyTorch's CPU allocator for this process: every CPU tensor made afterwards
+    (torch.randn on the CPU, DataLoader batches, torch.load's results) is umem memory, placed by
+    umem's policy (the calling thread's NUMA node by default; bind_local_rank binds it), and
+    GPU-visible where a GPU runtime is present, so as_device() and zero_copy() alias it. Tensors
+    made before keep PyTorch's memory and deleter. Works with a CPU-only PyTorch and no GPU.
+    `conf` and keyword options as for enable(). Idempotent; raises UmemTorchError when the
+    extension cannot be built (a compiler and ninja are needed once) or PyTorch refuses it."""
+    global _host_enabled
+    with _enable_lock:
+        if _host_enabled:
+            if conf or options:
+                raise UmemTorchError("umem.torch.enable_host(): umem is already PyTorch's CPU "
+                                     "allocator in this process; its options cannot change any "
+                                     "more")
+            return
+        _create_bridge(conf, options, "enable_host")
+        _install_host("enable_host")
+        _host_enabled = True
+
+
+def host_enabled():
+    """Whether umem is PyTorch's CPU allocator in this process."""
+    return _host_enabled
+
+
+def enable(conf=None, *, mode="auto", patch_torch=True, host=None, **options):
     """Makes umem PyTorch's CUDA (HIP on ROCm) allocator for this process. Call it before any GPU
     tensor exists. `conf` uses UMEM_ALLOC_CONF syntax ("policy:device:0,spill:warn"); keyword
     options are the same keys (kind="coarse", spill="warn", limit_total="0.9", limit_node0=...,
@@ -70,9 +135,13 @@ def enable(conf=None, *, mode="auto", patch_torch=True, **options):
     patch_torch makes torch.cuda.memory_stats/empty_cache/mem_get_info/
     set_per_process_memory_fraction/reset_peak_memory_stats answer from umem. "auto" (default)
     is the extension where it builds, else the pluggable allocator with a warning saying why.
+    host: whether umem becomes PyTorch's CPU allocator too (enable_host()). None (default): where
+    device memory is unified (every GPU uses host memory: an APU), so that CPU tensors are
+    GPU-usable in place; a CPU allocator extension that cannot be built then only warns. True
+    elsewhere makes CPU tensors registered (pinned) memory, False keeps PyTorch's.
     Raises UmemTorchError when PyTorch is older than 2.0, has no GPU, or already allocated GPU
     memory with another allocator."""
-    global _enabled, _mode
+    global _enabled, _mode, _host_enabled
     with _enable_lock:
         if _enabled:
             if conf or options:
@@ -93,19 +162,11 @@ def enable(conf=None, *, mode="auto", patch_torch=True, **options):
                 "umem.torch.enable(): no GPU: torch.cuda.is_available() is False (a CPU-only "
                 f"PyTorch build {torch.__version__}, no driver, or no visible device); there is no "
                 "GPU allocator to replace")
-        lib = _lib.lib()
         extension = _load_extension(mode)
         if extension is not None and extension.set_event_provider() not in (
                 _lib.UMEM_OK, _lib.UMEM_ERR_ALREADY_INITIALIZED):
             raise _lib.error()
-        status = lib.umem_torch_init(_conf(conf, options))
-        if status == _lib.UMEM_ERR_ALREADY_INITIALIZED and (conf or options):
-            raise UmemTorchError("umem.torch.enable(): umem's torch bridge was already created by "
-                                 "an earlier umem call in this process (umem.torch.empty, "
-                                 "memory_stats, ...), so its options can no longer change; call "
-                                 "enable() first")
-        if status not in (_lib.UMEM_OK, _lib.UMEM_ERR_ALREADY_INITIALIZED):
-            raise _lib.error(status)
+        lib = _create_bridge(conf, options, "enable")
         if extension is not None:
             allocator = torch.cuda.memory._CUDAAllocator(extension.make_allocator())
         else:
@@ -135,6 +196,15 @@ def enable(conf=None, *, mode="auto", patch_torch=True, **options):
             lib.umem_torch_set_oom_exceptions(1)
             if patch_torch:
                 _patch_torch_cuda()
+        if not _host_enabled and (host or (host is None and _unified())):
+            try:
+                _install_host("enable")
+                _host_enabled = True
+            except UmemTorchError as e:
+                if host:
+                    raise
+                warnings.warn(f"{e}; CPU tensors stay PyTorch's (pass host=False to keep them so "
+                              "without this warning)", RuntimeWarning, stacklevel=2)
 
 
 def enabled():

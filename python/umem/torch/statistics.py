@@ -7,15 +7,26 @@ from .. import _lib
 from ._common import _device_index
 
 
+# umem_torch.h's UMEM_TORCH_HOST: CPU tensors alone.
+_HOST = -2
+
+
+def _stats_index(device):
+    """"cpu" (or torch.device("cpu")) means umem's CPU tensors alone; else _device_index."""
+    if isinstance(device, (str, torch.device)) and torch.device(device).type == "cpu":
+        return _HOST
+    return _device_index(device)
+
+
 def memory_stats(device=None):
     """PyTorch's memory_stats keys for `device` (default: the current GPU; -1 or no GPU: every
-    device and umem CPU tensors together), plus umem.* keys (docs/torch-bridge.md)."""
-    d = _device_index(device)
-    return _lib.take_json(_lib.lib().umem_torch_memory_stats_json(d))
+    device and umem CPU tensors together; "cpu": umem's CPU tensors alone, with the reserved
+    memory of every host-memory pool), plus umem.* keys (docs/torch-bridge.md)."""
+    return _lib.take_json(_lib.lib().umem_torch_memory_stats_json(_stats_index(device)))
 
 
 def reset_peak_memory_stats(device=None):
-    _lib.check(_lib.lib().umem_torch_reset_peak_stats(_device_index(device)))
+    _lib.check(_lib.lib().umem_torch_reset_peak_stats(_stats_index(device)))
 
 
 def memory_summary(device=None):

@@ -1,6 +1,8 @@
 """zero_copy(): a TorchFunctionMode in which Tensor.to / .cuda / .cpu return aliases (as_device /
 as_host) instead of copies where the target side can use the memory in place, so that moving a
-model whose parameters live in umem memory moves nothing. docs/torch-bridge.md gives the rules.
+model whose parameters live in umem memory moves nothing, and Tensor.pin_memory returns the
+tensor itself where the GPU can use its memory in place already (what pinning is for).
+docs/torch-bridge.md gives the rules.
 
 Note [Who handles a call]: a TorchFunctionMode is per thread, and while its __torch_function__ runs
 PyTorch pops it off the thread's mode stack, so the functions it calls go to the modes below it
@@ -19,7 +21,8 @@ from torch.overrides import TorchFunctionMode
 from ._common import UmemTorchError, _device_index
 from .host_tensors import as_device, as_host, gpu_access
 
-_OPERATIONS = {torch.Tensor.to: "to", torch.Tensor.cuda: "cuda", torch.Tensor.cpu: "cpu"}
+_OPERATIONS = {torch.Tensor.to: "to", torch.Tensor.cuda: "cuda", torch.Tensor.cpu: "cpu",
+               torch.Tensor.pin_memory: "pin_memory"}
 
 
 class ZeroCopyLog:
@@ -102,7 +105,26 @@ def _cpu_request(t, memory_format=None):
     return _Request(torch.device("cpu"), memory_format=memory_format)
 
 
-_PARSERS = {"to": _to_request, "cuda": _cuda_request, "cpu": _cpu_request}
+def _pin_request(t, device=None):
+    # Pinning keeps the tensor on the CPU; what it asks is that the GPU may use the memory.
+    return _Request(torch.device("cuda"))
+
+
+_PARSERS = {"to": _to_request, "cuda": _cuda_request, "cpu": _cpu_request,
+            "pin_memory": _pin_request}
+
+
+def _why_not_pinned(t):
+    """None when `t`'s memory is usable by the GPU in place (pin_memory may return t); else the
+    reason PyTorch's pin_memory copies it."""
+    if t.device.type != "cpu":
+        return f"the tensor is on {t.device}, not the CPU"
+    if not _target.gpu_available():
+        return "no GPU: torch.cuda.is_available() is False"
+    access = _target.gpu_access(t)
+    if not access["accessible"]:
+        return "the GPU cannot access it: " + access["reason"]
+    return None
 
 
 def _why_not_alias(t, request):
@@ -167,7 +189,12 @@ class _AliasFunction(torch.autograd.Function):
 class zero_copy(TorchFunctionMode):
     """Inside `with zero_copy() as log:`, Tensor.to(device), .cuda() and .cpu() on this thread
     return aliases (as_device / as_host) of contiguous tensors whose memory the target side can
-    use in place, also when nn.Module.to/cuda/cpu moves parameters and buffers. Other calls run
+    use in place, also when nn.Module.to/cuda/cpu moves parameters and buffers, and
+    Tensor.pin_memory() returns the tensor itself when the GPU can use its memory in place (umem
+    memory on a GPU-visible segment; on a unified machine every CPU tensor once enable_host()
+    ran). The pin step of a DataLoader runs on its own thread, outside this mode: there PyTorch's
+    pin_memory returns the tensor itself when is_pinned() says so (docs/cpu-tensors.md). Other
+    calls run
     PyTorch's own method (a real copy); the yielded ZeroCopyLog records every decision with its
     reason. strict=True raises UmemTorchError instead of copying. Per thread and nestable: the
     innermost block decides, every enclosing block's log records the event too."""
@@ -198,6 +225,8 @@ class zero_copy(TorchFunctionMode):
 
     def _convert(self, operation, func, args, kwargs):
         t = args[0]
+        if operation == "pin_memory":
+            return self._pin(func, args, kwargs)
         request = _PARSERS[operation](*args, **kwargs)
         reason = _why_not_alias(t, request)
         if reason is None:
@@ -214,6 +243,18 @@ class zero_copy(TorchFunctionMode):
         self._record(operation, "copy", reason)
         if self.log.strict and reason != "no device change":
             raise UmemTorchError(f"zero_copy(strict=True): {operation} would copy: {reason}")
+        return func(*args, **kwargs)
+
+    def _pin(self, func, args, kwargs):
+        t = args[0]
+        _pin_request(*args, **kwargs)  # rejects arguments pin_memory does not take
+        reason = _why_not_pinned(t)
+        if reason is None:
+            self._record("pin_memory", "alias", "GPU-usable in place: the tensor itself")
+            return t
+        self._record("pin_memory", "copy", reason)
+        if self.log.strict:
+            raise UmemTorchError(f"zero_copy(strict=True): pin_memory would copy: {reason}")
         return func(*args, **kwargs)
 
     def _record(self, operation, kind, reason):

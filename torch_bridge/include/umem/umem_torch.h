@@ -106,10 +106,13 @@ int umem_torch_owns(const void* ptr);
 void umem_torch_capture_begin(void);
 void umem_torch_capture_end(void);
 
-/* PyTorch's DeviceStats for `device` (-1: every device and the host). Index 0 of each array is
+/* PyTorch's DeviceStats for `device` (UMEM_TORCH_ALL_DEVICES: every device and the host;
+ * UMEM_TORCH_HOST: umem_torch_host_malloc's allocations alone, CPU tensors). Index 0 of each array is
  * "all", 1 "small_pool" (blocks of at most 1 MiB), 2 "large_pool". Sizes are PyTorch's
  * (requests rounded up to 512 bytes); reserved_bytes and segment are umem's segments holding the
  * device's memory. */
+#define UMEM_TORCH_ALL_DEVICES (-1)
+#define UMEM_TORCH_HOST (-2)
 typedef struct umem_torch_stat {
   int64_t current, peak, allocated, freed;
 } umem_torch_stat;
@@ -154,8 +157,9 @@ umem_status umem_torch_get_memory_fraction(int device, double* fraction);
  * bounded by the cap. */
 umem_status umem_torch_mem_get_info(int device, size_t* free_bytes, size_t* total_bytes);
 
-/* PyTorch memory_stats keys for device (or all devices and host allocations for device = -1) as a
- * JSON object (free with umem_torch_string_free); NULL on failure. */
+/* PyTorch memory_stats keys for device (or UMEM_TORCH_ALL_DEVICES, UMEM_TORCH_HOST as for
+ * umem_torch_get_device_stats) as a JSON object (free with umem_torch_string_free); NULL on
+ * failure. */
 char* umem_torch_memory_stats_json(int device);
 umem_status umem_torch_reset_peak_stats(int device);
 

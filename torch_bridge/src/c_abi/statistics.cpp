@@ -10,6 +10,9 @@ using umem::torch_bridge::bridge;
 using umem::torch_bridge::c_abi::get_bridge;
 using umem::torch_bridge::c_abi::last;
 
+static_assert(UMEM_TORCH_ALL_DEVICES == umem::torch_bridge::bridge::all_devices &&
+              UMEM_TORCH_HOST == umem::torch_bridge::bridge::host);
+
 extern "C" {
 
 umem_status umem_torch_empty_cache(int device_synchronized, size_t* released) {

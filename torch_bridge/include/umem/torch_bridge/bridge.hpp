@@ -188,7 +188,11 @@ class bridge {
   double memory_fraction(int device) const;
   // {free, total} bytes (umem_torch.h).
   std::pair<std::uint64_t, std::uint64_t> mem_get_info(int device) const;
-  // PyTorch keys for `device`, or all devices and host memory for -1 (see docs/torch-bridge.md).
+  // PyTorch's keys (docs/torch-bridge.md) for `device` >= 0, of every device and the host (all_devices), or of the host's
+  // allocations alone (host: CPU tensors; reserved and segments are those of every host-memory
+  // pool, which on an APU hold GPU tensors too).
+  static constexpr int all_devices = -1;
+  static constexpr int host = -2;
   std::map<std::string, std::int64_t> memory_stats(int device) const;
   device_stats stats(int device) const;
   void reset_peak_stats(int device);
@@ -241,6 +245,8 @@ class bridge {
   // f(usage&) for `device`'s share, or every share and the total for -1; mutex_ held.
   template <class F>
   void for_each_usage(int device, F&& f);
+  // The usage statistics of `device` (>= 0, all_devices or host); `none` when it has none yet.
+  const usage& usage_of(int device, const usage& none) const;
   // The cache_ and this bridge's rung of the allocator's reclaim ladder (the constructors' part).
   void attach(event_factory events);
   // `r` from the allocator, whose reclaim ladder does all the retrying (Note [Reclaim ladder] in
