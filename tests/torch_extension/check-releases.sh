@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Compiles umem's PyTorch allocator extension (torch_bridge/extension) against the headers of
-# PyTorch releases other than the one installed, for CUDA and for ROCm builds: Debian 13's
+# Compiles umem's PyTorch allocator extensions (torch_bridge/extension) against the headers of
+# PyTorch releases other than the one installed, the GPU one for CUDA and for ROCm builds, the CPU
+# one (umem_cpu_allocator.cpp, c10 only) once per release: Debian 13's
 # libtorch-cuda-dev 2.6.0 and Debian unstable's libtorch-dev 2.14.1, fetched with a private apt
 # configuration and unpacked with dpkg -x (nothing is installed into the system).
 #   CUDA: with the CUDA toolkit's headers, as torch.utils.cpp_extension compiles it (the release's
@@ -95,6 +96,29 @@ compile() {
   echo "check-releases: PyTorch $release ($build, $std): compiles; its own forms override"
 }
 
+# compile_cpu <release> <std> <include dirs...>: the CPU extension; its overriding forms must be
+# allocate and copy_data where the release declares them as it does (Note [CPU allocator]).
+compile_cpu() {
+  local release=$1 std=$2; shift 2
+  local log="$work/$release-cpu.log" includes=()
+  for d in "$@"; do includes+=(-isystem "$d"); done
+  if ! LC_ALL=C g++ -std="$std" -fsyntax-only -Wall -Wextra -Werror -Wno-error=suggest-override \
+      -Wsuggest-override -DTORCH_EXTENSION_NAME=umem_check "${includes[@]}" \
+      -isystem "$python_include" -I"$root/torch_bridge/include" -I"$root/allocator/include" \
+      "$root/torch_bridge/extension/umem_cpu_allocator.cpp" > "$log" 2>&1; then
+    echo "check-releases: PyTorch $release (cpu): the CPU extension does not compile:"
+    grep -m 20 -E "error|fatal" "$log"
+    return 1
+  fi
+  local found
+  found="$(sed -n "s/.*'virtual [^']*umem_cpu_allocator::\([a-z_]*\)(.*' can be marked override.*/\1/p" \
+    "$log" | sort -u | tr '\n' ' ')"
+  if [ "$found" != "allocate copy_data " ]; then
+    echo "check-releases: PyTorch $release (cpu): expected allocate and copy_data to override, GCC names: $found"
+    return 1
+  fi
+  echo "check-releases: PyTorch $release (cpu, $std): the CPU extension compiles; allocate and copy_data override"
+}
 # hipify <python3-torch tree> <project dir> <is_pytorch_extension> [extension source dir]
 hipify() {
   python3 - "$@" <<'PY'
@@ -142,6 +166,7 @@ for r in "${releases[@]}"; do
   stage "$work/cuda-$release"
   compile "$release" cuda "$work/cuda-$release/umem_cuda_allocator.cpp" "$std" \
     "$include" "$include/torch/csrc/api/include" "$cuda/include" || status=1
+  compile_cpu "$release" "$std" "$include" "$include/torch/csrc/api/include" || status=1
 
   torch_tree="$(dirname "$(dirname "$(fetch python3-torch "$python_version")")")"
   rocm_tree="$work/rocm-$release"
