@@ -5,25 +5,15 @@ visibility under HIP] in allocator/include/umem/allocator/gpu/hip_gpu_mapper.hpp
 JSON result. argv: python package root, HIP double path, ROCr double path."""
 import ctypes
 import json
+import os
 import sys
 
 sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import umem._lib as L  # noqa: E402
+from hip_double_process import attach  # noqa: E402
 
-hip = ctypes.CDLL(sys.argv[2], mode=ctypes.RTLD_GLOBAL)
-for name in ("umem_hip_double_attempts", "umem_hip_double_calls"):
-    getattr(hip, name).restype = ctypes.c_long
-    getattr(hip, name).argtypes = [ctypes.c_char_p]
-hip.umem_hip_double_total_attempts.restype = ctypes.c_long
-hip.umem_hip_double_cpu_copies.restype = ctypes.c_long
-hip.umem_hip_double_known.argtypes = [ctypes.c_void_p]
-hip.umem_hip_double_attach_rocr.argtypes = [ctypes.c_char_p]
-hip.umem_hip_double_last_message.restype = ctypes.c_char_p
-hip.hipMemsetAsync.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
-hip.hipMemcpyAsync.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
-                               ctypes.c_void_p]
-if hip.umem_hip_double_attach_rocr(sys.argv[3].encode()) != 0:
-    raise SystemExit("attach_rocr: " + hip.umem_hip_double_last_message().decode())
+hip = attach(sys.argv[2], sys.argv[3])
 lib = L.lib()
 
 H2H, H2D, D2H, D2D = 0, 1, 2, 3

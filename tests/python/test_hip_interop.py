@@ -27,7 +27,9 @@ def claim_xnack_on(snapshot):
         a["isas"] = [i.replace(":xnack-", ":xnack+") for i in a.get("isas", [])]
 
 
-def run_child(umtopo, tmp_path, package_dir, xnack):
+def run_child(umtopo, tmp_path, package_dir, xnack, child="hip_interop_child.py", *args):
+    """Runs `child` (argv: package root, HIP double, ROCr double, args) on the doubles serving the
+    capture's MI300A, XNACK as asked; returns the JSON of its last line."""
     for var in ("UMEM_ROCR_DOUBLE", "UMEM_HIP_DOUBLE"):
         if not os.environ.get(var):
             pytest.skip(f"{var} is not set (the ctest entry points it at the test double)")
@@ -42,8 +44,8 @@ def run_child(umtopo, tmp_path, package_dir, xnack):
                UMEM_HSA_RUNTIME_LIB=os.environ["UMEM_ROCR_DOUBLE"],
                UMEM_ROCR_DOUBLE_SNAPSHOT=str(path),
                UMEM_HIP_RUNTIME_LIB=os.environ["UMEM_HIP_DOUBLE"])
-    run = subprocess.run([sys.executable, os.path.join(HERE, "hip_interop_child.py"), package_dir,
-                          os.environ["UMEM_HIP_DOUBLE"], os.environ["UMEM_ROCR_DOUBLE"]],
+    run = subprocess.run([sys.executable, os.path.join(HERE, child), package_dir,
+                          os.environ["UMEM_HIP_DOUBLE"], os.environ["UMEM_ROCR_DOUBLE"], *args],
                          capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout.strip().splitlines()[-1])

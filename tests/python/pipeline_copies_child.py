@@ -1,0 +1,83 @@
+"""Run by test_pipeline_copies.py in a fresh process on the ROCr and HIP doubles (one MI300A; see
+hip_double_process.py): a training input pipeline as a ROCm PyTorch user writes it, counting the
+copies it makes. argv: package root, HIP double, ROCr double, "umem" (umem.torch.enable_host()
+first) or "pytorch" (PyTorch's CPU allocator). Prints one JSON line.
+
+The pipeline, per batch: a DataLoader (no workers, so the batch is collated in this process) ->
+pin_memory() (what the DataLoader's pin step calls for each tensor,
+torch/utils/data/_utils/pin_memory.py) -> .to("cuda") -> a Linear model moved with .to("cuda"),
+all inside zero_copy(). What is real: PyTorch's DataLoader and collate, umem's CPU allocator and
+bridge on the doubles (each batch's memory, its GPU visibility, its registration with HIP), and
+zero_copy()'s decisions. The stand-in: a CPU-only PyTorch cannot make a CUDA tensor, so
+zero_copy's GPU side (_target.as_device) returns a CPU view of the same memory, and
+torch.cuda.is_available() answers True; the decisions it records are those a GPU build makes.
+PyTorch's own copies (its pin_memory, its .to("cuda")) cannot run here: each is counted where
+zero_copy() decides to copy. HIP's view of each batch (hipPointerGetAttributes on the double) says
+whether PyTorch for ROCm's own pin_memory() would return the tensor itself in any thread, the
+DataLoader's pin thread included."""
+import json
+import os
+import sys
+
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hip_double_process import attach, is_pinned  # noqa: E402
+
+hip = attach(sys.argv[2], sys.argv[3])
+mode = sys.argv[4]
+
+import torch  # noqa: E402
+import umem.torch as ut  # noqa: E402
+import umem.torch.zero_copy_mode as zc  # noqa: E402
+
+if mode == "umem":
+    ut.enable_host()
+
+
+class GpuStandIn(zc._Target):
+    gpu_available = staticmethod(lambda: True)
+    as_device = staticmethod(lambda t, device=None: t.detach())
+
+
+zc._target = GpuStandIn()
+torch.cuda.is_available = lambda: True
+
+torch.manual_seed(0)
+model = torch.nn.Linear(64, 8)
+dataset = torch.utils.data.TensorDataset(torch.randn(256, 64), torch.randint(0, 8, (256,)))
+loader = torch.utils.data.DataLoader(dataset, batch_size=32)
+copies = {"pin_memory": 0, "to": 0}
+aliases = 0
+same_memory = True
+pinned_for_hip = []
+reasons = set()
+# PyTorch's own copies (pin_memory, .to("cuda")) raise on a CPU-only build: counted, not run.
+CANNOT_COPY = (RuntimeError, AssertionError)
+with ut.zero_copy() as log:
+    try:
+        model = model.to("cuda")
+    except CANNOT_COPY:  # the first parameter's copy: the others are not reached
+        pass
+    model_events = list(log.events)
+    for x, y in loader:
+        pinned_for_hip.append(is_pinned(hip, x.data_ptr()))
+        events = len(log.events)
+        try:
+            x_pinned = x.pin_memory()
+            x_gpu = x_pinned.to("cuda")
+        except CANNOT_COPY:
+            x_gpu = None
+        for operation, kind, reason in log.events[events:]:
+            if kind == "copy":
+                copies[operation] += 1
+                reasons.add(reason.split(":")[0])
+        if x_gpu is not None:
+            same_memory = same_memory and x_gpu.data_ptr() == x.data_ptr()
+            model(x_gpu).sum()
+model_copies = [e for e in model_events if e[1] == "copy"]
+print(json.dumps({"batches": len(loader), "copies": copies, "reasons": sorted(reasons),
+                  "model_copies": len(model_copies),
+                  "model_aliases": len(model_events) - len(model_copies),
+                  "aliases": len(log.aliases), "same_memory": same_memory,
+                  "pinned_for_hip": pinned_for_hip,
+                  "batch_umem": ut.gpu_access(next(iter(loader))[0])["umem"]}))

@@ -1,0 +1,32 @@
+"""The point of umem as PyTorch's CPU allocator on an MI300A (XNACK off, the default, and on): an
+input pipeline (DataLoader -> pin_memory -> .to("cuda") -> model, inside zero_copy()) makes no
+copy with umem, and the copies PyTorch makes today without it. On the ROCr and HIP doubles; what
+is real and what stands in: pipeline_copies_child.py."""
+import pytest
+
+from test_hip_interop import run_child
+
+BATCHES = 8  # 256 samples, batch 32
+
+
+@pytest.mark.parametrize("xnack", [False, True], ids=["xnack_off", "xnack_on"])
+def test_with_umem_the_pipeline_makes_no_copy(umtopo, tmp_path, package_dir, xnack):
+    r = run_child(umtopo, tmp_path, package_dir, xnack, "pipeline_copies_child.py", "umem")
+    assert r["batches"] == BATCHES
+    assert r["batch_umem"] is True  # collated by PyTorch into umem memory
+    assert r["copies"] == {"pin_memory": 0, "to": 0}, r["reasons"]
+    assert r["model_copies"] == 0 and r["model_aliases"] == 2  # weight and bias
+    assert r["aliases"] == 2 * BATCHES + 2
+    assert r["same_memory"] is True  # what the model read is the batch's memory
+    # Registered with HIP (hipHostRegister): PyTorch for ROCm's own pin_memory() returns the
+    # batch itself, in the DataLoader's pin thread too.
+    assert r["pinned_for_hip"] == [True] * BATCHES
+
+
+def test_without_umem_each_batch_is_copied_twice_with_xnack_off(umtopo, tmp_path, package_dir):
+    r = run_child(umtopo, tmp_path, package_dir, False, "pipeline_copies_child.py", "pytorch")
+    assert r["batch_umem"] is False
+    assert r["copies"] == {"pin_memory": BATCHES, "to": 0}  # .to is not reached: pin copied
+    assert r["model_copies"] == 1  # the weight: PyTorch's copy stops the move here
+    assert r["reasons"] == ["the GPU cannot access it"]
+    assert r["pinned_for_hip"] == [False] * BATCHES  # PyTorch's pin_memory copies
