@@ -1,6 +1,7 @@
 #include "umem/allocator/detail/fork_guard.hpp"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <map>
@@ -121,6 +122,12 @@ fork_guard::~fork_guard() {
 }  // namespace umem::alloc::detail
 
 namespace umem::alloc {
+
+// getpid(), not a pthread_atfork flag: it needs no handler installed before the fork (a mapper
+// used without any pool registers none).
+creating_process::creating_process() noexcept : pid_(static_cast<int>(::getpid())) {}
+
+bool creating_process::is_other() const noexcept { return static_cast<int>(::getpid()) != pid_; }
 
 // A std::mutex (a normal pthread mutex) unlocks in the child like anywhere; glibc's rwlock takes
 // an unlock by a thread id other than its writer's for a reader's, so the child makes it anew.

@@ -32,12 +32,19 @@
 // CUDA_ERROR_OUT_OF_MEMORY, once or from N on; umem_cuda_double_fault_calls counts them. With
 // umem_cuda_double_registrations, _device_allocations and _vmm_mappings a test checks that
 // nothing a failure interrupted is left behind.
+// A forked child: every call that needs cuInit, cuInit included, made in a process other than the
+// one whose cuInit succeeded answers CUDA_ERROR_NOT_INITIALIZED ("initialization error"), what a
+// child of a process that initialized CUDA gets: the driver is initialized per process (driver
+// API cuInit: "must be called before any other function from the driver API in the current
+// process"), and CUDA's state does not survive fork() (PyTorch calls such a child a "bad fork",
+// torch/csrc/cuda/Module.cpp).
 // It is strict on purpose, to serve as a call checker: calls before cuInit, without a current
 // context, with unknown flags, overlapping or unknown registrations and unknown events are
 // rejected as the driver does; every memory and event call is written to a call log
 // (umem_cuda_double_call_log). umem_cuda_double_hold_events(1) keeps recorded events pending
 // until cuEventSynchronize, so tests can see query() answer "not yet".
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -102,6 +109,7 @@ struct event_state {
 struct state {
   std::mutex mu;
   bool initialised = false;
+  int init_pid = 0;  // the process whose cuInit succeeded
   std::vector<umem::agent> devices;  // the snapshot's CUDA agents, by ordinal
   int driver_version = 13000;
   std::vector<int> retains;          // primary context retain count per device
@@ -123,6 +131,9 @@ state& the_state() {
   static state s;
   return s;
 }
+
+// Initialised, and in the process that initialised it (not a forked child).
+bool usable(const state& s) { return s.initialised && static_cast<int>(getpid()) == s.init_pid; }
 
 thread_local cu_context current = nullptr;
 thread_local int capture_mode = cc::stream_capture_mode::global;  // the driver's default
@@ -147,7 +158,7 @@ std::string hex(unsigned v) {
 }
 
 const umem::agent* device(const state& s, cu_device dev) {
-  if (!s.initialised || dev < 0 || static_cast<std::size_t>(dev) >= s.devices.size())
+  if (!usable(s) || dev < 0 || static_cast<std::size_t>(dev) >= s.devices.size())
     return nullptr;
   return &s.devices[static_cast<std::size_t>(dev)];
 }
@@ -240,7 +251,7 @@ UMEM_DOUBLE_EXPORT cu_result cuInit(unsigned int flags) {
   std::lock_guard lock(s.mu);
   if (flags != 0) return res::invalid_value;
   if (const char* forced = std::getenv("UMEM_CUDA_DOUBLE_INIT_RESULT")) return std::atoi(forced);
-  if (s.initialised) return res::success;
+  if (s.initialised) return usable(s) ? res::success : res::not_initialized;
   const char* snapshot = std::getenv("UMEM_CUDA_DOUBLE_SNAPSHOT");
   if (snapshot == nullptr) return res::no_device;
   try {
@@ -255,6 +266,7 @@ UMEM_DOUBLE_EXPORT cu_result cuInit(unsigned int flags) {
   s.retains.assign(s.devices.size(), 0);
   s.device_in_use.assign(s.devices.size(), 0);
   s.initialised = true;
+  s.init_pid = static_cast<int>(getpid());
   return res::success;
 }
 
@@ -283,7 +295,7 @@ UMEM_DOUBLE_EXPORT cu_result cuGetErrorString(cu_result r, const char** out) {
 UMEM_DOUBLE_EXPORT cu_result cuDeviceGetCount(int* count) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (count == nullptr) return res::invalid_value;
   *count = static_cast<int>(s.devices.size());
   return res::success;
@@ -292,7 +304,7 @@ UMEM_DOUBLE_EXPORT cu_result cuDeviceGetCount(int* count) {
 UMEM_DOUBLE_EXPORT cu_result cuDeviceGet(cu_device* dev, int ordinal) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (dev == nullptr) return res::invalid_value;
   if (device(s, ordinal) == nullptr) return res::invalid_device;
   *dev = ordinal;
@@ -302,7 +314,7 @@ UMEM_DOUBLE_EXPORT cu_result cuDeviceGet(cu_device* dev, int ordinal) {
 UMEM_DOUBLE_EXPORT cu_result cuDeviceGetName(char* name, int len, cu_device dev) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const umem::agent* a = device(s, dev);
   if (a == nullptr) return res::invalid_device;
   if (name == nullptr || len <= 0) return res::invalid_value;
@@ -313,7 +325,7 @@ UMEM_DOUBLE_EXPORT cu_result cuDeviceGetName(char* name, int len, cu_device dev)
 UMEM_DOUBLE_EXPORT cu_result cuDeviceGetAttribute(int* value, int attr, cu_device dev) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const umem::agent* a = device(s, dev);
   if (a == nullptr) return res::invalid_device;
   const auto v = attribute_of(*a, attr);
@@ -325,7 +337,7 @@ UMEM_DOUBLE_EXPORT cu_result cuDeviceGetAttribute(int* value, int attr, cu_devic
 UMEM_DOUBLE_EXPORT cu_result cuDeviceTotalMem_v2(std::size_t* bytes, cu_device dev) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const umem::agent* a = device(s, dev);
   if (a == nullptr) return res::invalid_device;
   if (bytes == nullptr) return res::invalid_value;
@@ -336,7 +348,7 @@ UMEM_DOUBLE_EXPORT cu_result cuDeviceTotalMem_v2(std::size_t* bytes, cu_device d
 UMEM_DOUBLE_EXPORT cu_result cuDeviceGetPCIBusId(char* out, int len, cu_device dev) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const umem::agent* a = device(s, dev);
   if (a == nullptr) return res::invalid_device;
   if (out == nullptr || len < 13) return res::invalid_value;
@@ -348,7 +360,7 @@ UMEM_DOUBLE_EXPORT cu_result cuDeviceGetPCIBusId(char* out, int len, cu_device d
 UMEM_DOUBLE_EXPORT cu_result cuDeviceGetUuid_v2(cu_uuid* uuid, cu_device dev) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const umem::agent* a = device(s, dev);
   if (a == nullptr) return res::invalid_device;
   if (uuid == nullptr) return res::invalid_value;
@@ -365,7 +377,7 @@ UMEM_DOUBLE_EXPORT cu_result cuDeviceGetUuid_v2(cu_uuid* uuid, cu_device dev) {
 UMEM_DOUBLE_EXPORT cu_result cuDevicePrimaryCtxRetain(cu_context* ctx, cu_device dev) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (device(s, dev) == nullptr) return res::invalid_device;
   if (ctx == nullptr) return res::invalid_value;
   ++s.retains[static_cast<std::size_t>(dev)];
@@ -377,7 +389,7 @@ UMEM_DOUBLE_EXPORT cu_result cuDevicePrimaryCtxRetain(cu_context* ctx, cu_device
 UMEM_DOUBLE_EXPORT cu_result cuDevicePrimaryCtxRelease_v2(cu_device dev) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (device(s, dev) == nullptr) return res::invalid_device;
   int& n = s.retains[static_cast<std::size_t>(dev)];
   if (n == 0) return res::invalid_context;  // released more often than retained
@@ -389,7 +401,7 @@ UMEM_DOUBLE_EXPORT cu_result cuDevicePrimaryCtxRelease_v2(cu_device dev) {
 UMEM_DOUBLE_EXPORT cu_result cuCtxGetCurrent(cu_context* ctx) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (ctx == nullptr) return res::invalid_value;
   *ctx = current;
   return res::success;
@@ -398,7 +410,7 @@ UMEM_DOUBLE_EXPORT cu_result cuCtxGetCurrent(cu_context* ctx) {
 UMEM_DOUBLE_EXPORT cu_result cuCtxSetCurrent(cu_context ctx) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (ctx != nullptr) {
     const auto d = device_of(s, ctx);
     if (!d || s.retains[*d] == 0) return res::invalid_context;
@@ -410,7 +422,7 @@ UMEM_DOUBLE_EXPORT cu_result cuCtxSetCurrent(cu_context ctx) {
 UMEM_DOUBLE_EXPORT cu_result cuCtxSynchronize() {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (!has_context(s)) return res::invalid_context;
   log_line(s, "synchronize " + std::to_string(*device_of(s, current)));
   return res::success;
@@ -419,7 +431,7 @@ UMEM_DOUBLE_EXPORT cu_result cuCtxSynchronize() {
 UMEM_DOUBLE_EXPORT cu_result cuMemGetInfo_v2(std::size_t* free_bytes, std::size_t* total) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (!has_context(s)) return res::invalid_context;
   if (free_bytes == nullptr || total == nullptr) return res::invalid_value;
   const std::size_t d = *device_of(s, current);
@@ -431,7 +443,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemGetInfo_v2(std::size_t* free_bytes, std::size_
 UMEM_DOUBLE_EXPORT cu_result cuMemAlloc_v2(cu_deviceptr* out, std::size_t size) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (!has_context(s)) return res::invalid_context;
   if (out == nullptr || size == 0) return res::invalid_value;
   if (auto r = injected_failure(s, "cuMemAlloc")) return *r;
@@ -451,7 +463,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemAlloc_v2(cu_deviceptr* out, std::size_t size) 
 UMEM_DOUBLE_EXPORT cu_result cuMemFree_v2(cu_deviceptr p) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (!has_context(s)) return res::invalid_context;
   const auto it = s.device_memory.find(static_cast<std::uintptr_t>(p));
   if (it == s.device_memory.end()) return res::invalid_value;  // not the start of an allocation
@@ -507,7 +519,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemGetAllocationGranularity(std::size_t* granular
                                                            int option) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (granularity == nullptr || !valid_prop(s, prop) || option < 0 || option > 1)
     return res::invalid_value;
   *granularity = kVmmGranularity;  // minimum and recommended alike, as on the H200
@@ -519,7 +531,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemAddressReserve(cu_deviceptr* out, std::size_t 
                                                  unsigned long long flags) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (out == nullptr || size == 0 || size % kVmmGranularity != 0 || flags != 0 || addr != 0 ||
       (alignment & (alignment - 1)) != 0)
     return res::invalid_value;
@@ -542,7 +554,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemAddressReserve(cu_deviceptr* out, std::size_t 
 UMEM_DOUBLE_EXPORT cu_result cuMemAddressFree(cu_deviceptr p, std::size_t size) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const auto it = s.reservations.find(static_cast<std::uintptr_t>(p));
   // The whole reservation, with nothing mapped in it any more.
   if (it == s.reservations.end() || it->second.size != size || !it->second.mappings.empty())
@@ -558,7 +570,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemCreate(unsigned long long* handle, std::size_t
                                          unsigned long long flags) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (handle == nullptr || size == 0 || size % kVmmGranularity != 0 || flags != 0 ||
       !valid_prop(s, prop))
     return res::invalid_value;
@@ -577,7 +589,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemCreate(unsigned long long* handle, std::size_t
 UMEM_DOUBLE_EXPORT cu_result cuMemRelease(unsigned long long handle) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const auto it = s.handles.find(handle);
   if (it == s.handles.end() || it->second.released) return res::invalid_value;
   log_line(s, "mem_release " + it->second.id);
@@ -593,7 +605,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemMap(cu_deviceptr p, std::size_t size, std::siz
                                       unsigned long long handle, unsigned long long flags) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const auto a = static_cast<std::uintptr_t>(p);
   const auto h = s.handles.find(handle);
   const auto r = reservation_of(s, a, size);
@@ -615,7 +627,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemMap(cu_deviceptr p, std::size_t size, std::siz
 UMEM_DOUBLE_EXPORT cu_result cuMemUnmap(cu_deviceptr p, std::size_t size) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const auto a = static_cast<std::uintptr_t>(p);
   const auto r = reservation_of(s, a, size);
   if (size == 0 || r == s.reservations.end()) return res::invalid_value;
@@ -645,7 +657,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemSetAccess(cu_deviceptr p, std::size_t size,
                                             const cu_mem_access_desc* desc, std::size_t count) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const auto a = static_cast<std::uintptr_t>(p);
   const auto r = reservation_of(s, a, size);
   if (desc == nullptr || count != 1 || size == 0 || r == s.reservations.end() ||
@@ -679,7 +691,7 @@ UMEM_DOUBLE_EXPORT cu_result cuThreadExchangeStreamCaptureMode(int* mode) {
 UMEM_DOUBLE_EXPORT cu_result cuMemHostRegister_v2(void* p, std::size_t size, unsigned int flags) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (!has_context(s)) return res::invalid_context;
   if (p == nullptr || size == 0 || (flags & ~0xFu) != 0) return res::invalid_value;
   for (const auto& d : s.devices)
@@ -697,7 +709,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemHostRegister_v2(void* p, std::size_t size, uns
 UMEM_DOUBLE_EXPORT cu_result cuMemHostUnregister(void* p) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (!has_context(s)) return res::invalid_context;
   const auto it = s.registrations.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == s.registrations.end()) return res::host_memory_not_registered;
@@ -710,7 +722,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemHostGetDevicePointer_v2(cu_deviceptr* out, voi
                                                           unsigned int flags) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (!has_context(s)) return res::invalid_context;
   if (out == nullptr || flags != 0) return res::invalid_value;
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
@@ -728,7 +740,7 @@ UMEM_DOUBLE_EXPORT cu_result cuMemHostGetDevicePointer_v2(cu_deviceptr* out, voi
 UMEM_DOUBLE_EXPORT cu_result cuEventCreate(cu_event* ev, unsigned int flags) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (!has_context(s)) return res::invalid_context;
   if (ev == nullptr || (flags & ~0xFu) != 0) return res::invalid_value;
   event_state e{"e" + std::to_string(s.next_id++), false};
@@ -743,7 +755,7 @@ UMEM_DOUBLE_EXPORT cu_result cuEventCreate(cu_event* ev, unsigned int flags) {
 UMEM_DOUBLE_EXPORT cu_result cuEventRecord(cu_event ev, cu_stream stream) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const auto it = s.events.find(reinterpret_cast<std::uintptr_t>(ev));
   if (it == s.events.end() || stream != nullptr) return res::invalid_handle;  // no streams here
   it->second.pending = s.hold_events;
@@ -754,7 +766,7 @@ UMEM_DOUBLE_EXPORT cu_result cuEventRecord(cu_event ev, cu_stream stream) {
 UMEM_DOUBLE_EXPORT cu_result cuEventQuery(cu_event ev) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const auto it = s.events.find(reinterpret_cast<std::uintptr_t>(ev));
   if (it == s.events.end()) return res::invalid_handle;
   log_line(s, "event_query " + it->second.id);
@@ -764,7 +776,7 @@ UMEM_DOUBLE_EXPORT cu_result cuEventQuery(cu_event ev) {
 UMEM_DOUBLE_EXPORT cu_result cuEventSynchronize(cu_event ev) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const auto it = s.events.find(reinterpret_cast<std::uintptr_t>(ev));
   if (it == s.events.end()) return res::invalid_handle;
   it->second.pending = false;
@@ -775,7 +787,7 @@ UMEM_DOUBLE_EXPORT cu_result cuEventSynchronize(cu_event ev) {
 UMEM_DOUBLE_EXPORT cu_result cuEventDestroy_v2(cu_event ev) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   const auto it = s.events.find(reinterpret_cast<std::uintptr_t>(ev));
   if (it == s.events.end()) return res::invalid_handle;
   log_line(s, "event_destroy " + it->second.id);
@@ -787,7 +799,7 @@ UMEM_DOUBLE_EXPORT cu_result cuEventDestroy_v2(cu_event ev) {
 UMEM_DOUBLE_EXPORT cu_result cuStreamSynchronize(cu_stream stream) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
-  if (!s.initialised) return res::not_initialized;
+  if (!usable(s)) return res::not_initialized;
   if (stream != nullptr) return res::invalid_handle;
   return res::success;
 }

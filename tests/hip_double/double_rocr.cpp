@@ -4,6 +4,7 @@
 #include "double_rocr.hpp"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <limits>
@@ -201,6 +202,7 @@ std::string attach(attached_rocr& r, const char* path) {
   attached_rocr next;
   next.handle = h;
   next.path = path;
+  next.pid = static_cast<int>(getpid());
   if (std::string missing = bind_all(h, next.fn); !missing.empty()) {
     dlclose(h);
     return std::string(path) + " lacks " + missing;

@@ -43,6 +43,7 @@ struct rocr_device {
 struct attached_rocr {
   void* handle = nullptr;  // dlopen handle; null: not attached
   std::string path;
+  int pid = 0;  // the process that attached it (hsa_init)
   rocr_functions fn;
   std::vector<rocr_device> devices;     // HIP device i = the i-th GPU agent
   std::vector<hsa_agent_t> gpu_agents;  // gpu_agents_, for allow_access

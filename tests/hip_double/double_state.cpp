@@ -2,6 +2,8 @@
 // every entry point shares, and the test controls that read or reset it.
 #include "double_state.hpp"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 namespace umem::hip_double {
@@ -37,6 +39,11 @@ hip_error succeeded(state& s, const char* call) {
 bool enter_memory(state& s, const char* call, hip_error& out) {
   count_attempt(s, call, true);
   if (injected(s, call, out)) return true;
+  if (s.rocr.attached() && getpid() != s.rocr.pid) {
+    ++s.forked_child_calls;
+    out = result::invalid_value;  // a forked child: Note [What the HIP double is]
+    return true;
+  }
   if (s.rocr.attached()) return false;
   // Test-only variable: the double is not part of umem, so it reads it directly.
   const char* path = std::getenv("UMEM_HIP_DOUBLE_ROCR");
@@ -113,6 +120,13 @@ UMEM_DOUBLE_EXPORT long umem_hip_double_leaked_registrations() {
   state& s = the_state();
   std::lock_guard lock(s.mu);
   return s.leaked_registrations;
+}
+
+// Memory calls refused because they came from a forked child (Note [What the HIP double is]).
+UMEM_DOUBLE_EXPORT long umem_hip_double_forked_child_calls() {
+  state& s = the_state();
+  std::lock_guard lock(s.mu);
+  return s.forked_child_calls;
 }
 
 // hipHostRegister objects HIP's map holds (not the leaked ones).

@@ -59,6 +59,14 @@
 //   its host pointer, Device for hipMalloc and the arena, Managed for hipMallocManaged;
 //   devicePointer the address on the allocating device; device and allocationFlags the object's.
 //
+// A forked child: every memory entry point called in a process other than the one that attached
+// the ROCr answers hipErrorInvalidValue and does nothing (counted: umem_hip_double_forked_child
+// _calls). HIP runs over ROCr, whose KFD refuses every ioctl from a process other than the one
+// that opened /dev/kfd (Linux drivers/gpu/drm/amd/amdkfd/kfd_chardev.c, kfd_ioctl: "Using KFD FD
+// in wrong process"); clr answers hipErrorInvalidValue when its lock fails (ihipHostRegister).
+// The double refuses pointer queries there too, which clr may answer from its own map: a test
+// double must not let a child's HIP call pass unnoticed.
+//
 // umem_hip_double_fail_next(call, result) makes the next call of `call` answer `result` and do
 // nothing else. Every entry point counts its attempts (umem_hip_double_attempts), failed ones
 // included; umem_hip_double_calls counts successes. One mutex guards everything, ROCr calls
@@ -133,6 +141,7 @@ struct state {
   long total_attempts = 0;                    // memory and event entry points together
   long cpu_copies = 0;                        // hipMemcpy* done on the CPU (both sides unknown)
   long leaked_registrations = 0;              // registrations AddMemObj did not keep
+  long forked_child_calls = 0;                // memory calls refused in a forked child
   std::map<std::string, hip_error> fail_next;  // entry point -> the result of its next call
   std::string last_message;                   // why the last attach failed
 };

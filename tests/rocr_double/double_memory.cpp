@@ -161,7 +161,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool
                                                              void** ptr) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const auto d = decode_pool(s, memory_pool.handle);
   const std::string call = "pool_allocate " +
                            (d ? node_of(s, d->first) + " pool=" + std::to_string(d->second)
@@ -203,7 +203,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_pool_allocate(hsa_amd_memory_pool
 UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_pool_free(void* ptr) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const std::string call = "pool_free " + name_pointer(s, ptr);
   auto it = s.allocations.find(reinterpret_cast<std::uintptr_t>(ptr));
   if (it == s.allocations.end()) return finish(s, call, HSA_STATUS_ERROR_INVALID_ALLOCATION);
@@ -218,7 +218,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_agents_allow_access(uint32_t num_agents,
                                                             const void* ptr) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   std::string names;
   std::optional<std::vector<std::size_t>> indices;
   if (agents != nullptr) indices = decode_agents(s, agents, num_agents, names);
@@ -241,7 +241,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_lock(void* host_ptr, size_t size,
                                                     void** agent_ptr) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   return lock_common(s, "hsa_amd_memory_lock", "memory_lock size=" + std::to_string(size),
                      host_ptr, size, agents, num_agent, agent_ptr, std::nullopt);
 }
@@ -252,7 +252,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_lock_to_pool(void* host_ptr, size
                                                             uint32_t flags, void** agent_ptr) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const auto d = decode_pool(s, pool.handle);
   const std::string call =
       "memory_lock_to_pool size=" + std::to_string(size) + " pool=" +
@@ -270,7 +270,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_lock_to_pool(void* host_ptr, size
 UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_unlock(void* host_ptr) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const std::string call = "memory_unlock " + name_pointer(s, host_ptr);
   auto it = s.locks.find(reinterpret_cast<std::uintptr_t>(host_ptr));
   if (it == s.locks.end()) return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
@@ -288,7 +288,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_pointer_info(const void* ptr, hsa_amd_po
                                                      hsa_agent_t** accessible) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const bool wants_agents = num_agents_accessible != nullptr || accessible != nullptr;
   if (info == nullptr || info->size < sizeof(hsa_amd_pointer_info_t) ||
       (wants_agents &&
@@ -339,7 +339,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_svm_attributes_set(
     void* ptr, size_t size, hsa_amd_svm_attribute_pair_t* attribute_list, size_t attribute_count) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   std::string call = "svm_attributes_set " + name_pointer(s, ptr) + " size=" + std::to_string(size);
   if (ptr == nullptr || size == 0 || attribute_list == nullptr || attribute_count == 0)
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
@@ -383,7 +383,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_svm_attributes_get(
     void* ptr, size_t size, hsa_amd_svm_attribute_pair_t* attribute_list, size_t attribute_count) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const std::string call =
       "svm_attributes_get " + name_pointer(s, ptr) + " size=" + std::to_string(size);
   if (ptr == nullptr || size == 0 || attribute_list == nullptr || attribute_count == 0)

@@ -30,7 +30,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_signal_create(hsa_signal_value_t initial_val
                                                   hsa_signal_t* signal) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const std::string call = "signal_create value=" + std::to_string(initial_value);
   if (signal == nullptr || (num_consumers > 0 && consumers == nullptr))
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
@@ -46,7 +46,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_signal_create(hsa_signal_value_t initial_val
 UMEM_DOUBLE_EXPORT hsa_status_t hsa_signal_destroy(hsa_signal_t signal) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   hsa_signal_value_t* value = find_signal(s, signal);
   if (value == nullptr) return finish(s, "signal_destroy", HSA_STATUS_ERROR_INVALID_SIGNAL);
   s.signals.erase(signal.handle);
@@ -78,7 +78,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_memory_async_copy(void* dst, hsa_agent_t
                                                           hsa_signal_t completion_signal) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const std::string call = "async_copy " + name_pointer(s, dst) + " <- " + name_pointer(s, src) +
                            " size=" + std::to_string(size);
   if (dst == nullptr || src == nullptr || (num_dep_signals > 0 && dep_signals == nullptr))
@@ -102,7 +102,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t
 hsa_amd_register_system_event_handler(hsa_amd_system_event_callback_t callback, void* data) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   if (callback == nullptr)
     return finish(s, "register_system_event_handler", HSA_STATUS_ERROR_INVALID_ARGUMENT);
   (void)data;

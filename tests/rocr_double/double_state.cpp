@@ -158,6 +158,16 @@ std::optional<std::pair<std::size_t, std::size_t>> decode_isa(const state& s,
   return d;
 }
 
+std::optional<std::uint32_t> unusable(state& s) {
+  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const int pid = static_cast<int>(getpid()); pid != s.init_pid) {
+    log_call(s, "call from process " + std::to_string(pid) + ", not the initialising " +
+                    std::to_string(s.init_pid) + " (a forked child) -> ERROR");
+    return HSA_STATUS_ERROR;
+  }
+  return std::nullopt;
+}
+
 void log_call(state& s, const std::string& line) {
   s.log += line;
   s.log += '\n';
@@ -205,6 +215,7 @@ using namespace umem::rocr_double;
 UMEM_DOUBLE_EXPORT hsa_status_t hsa_init() {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
+  if (s.init_count > 0 && getpid() != s.init_pid) return static_cast<hsa_status_t>(*unusable(s));  // a forked child
   if (s.init_count > 0) {
     ++s.init_count;
     log_call(s, "hsa_init -> SUCCESS refcount=" + std::to_string(s.init_count));
@@ -238,6 +249,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_init() {
   }
   s.version = *rel;
   s.init_count = 1;
+  s.init_pid = static_cast<int>(getpid());
   log_call(s, "hsa_init -> SUCCESS release=" + wanted +
                   " agents=" + std::to_string(s.machine.agents.size()));
   return HSA_STATUS_SUCCESS;
@@ -250,6 +262,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_shut_down() {
     log_call(s, "hsa_shut_down -> NOT_INITIALIZED");
     return HSA_STATUS_ERROR_NOT_INITIALIZED;
   }
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);  // a forked child
   if (--s.init_count == 0) release_everything(s);
   log_call(s, "hsa_shut_down -> SUCCESS refcount=" + std::to_string(s.init_count));
   return HSA_STATUS_SUCCESS;

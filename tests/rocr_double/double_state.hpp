@@ -12,6 +12,12 @@
 // exports (6.4/7.1) and without them (5.2.3); asking a build for the other kind fails hsa_init.
 // It is strict on purpose, to serve as a call checker: bad handles, non-null allow_access flags
 // and frees of unknown pointers are rejected as ROCr does, and every memory call is logged.
+// Memory, signal and VMM calls from a process other than the one whose hsa_init opened the
+// double (a forked child) answer HSA_STATUS_ERROR and are logged: KFD refuses every ioctl from a
+// process other than the one that opened /dev/kfd (Linux drivers/gpu/drm/amd/amdkfd/
+// kfd_chardev.c, kfd_ioctl: "Using KFD FD in wrong process", -EBADF), and libhsakmt fails such
+// calls before the ioctl (libhsakmt.h CHECK_KFD_OPEN, is_forked_child). Agent and pool queries
+// still answer: ROCr serves them from what it cached at hsa_init.
 #pragma once
 
 #include <cstddef>
@@ -55,6 +61,7 @@ struct locked_range {
 struct state {
   std::mutex mu;
   int init_count = 0;
+  int init_pid = 0;  // the process whose hsa_init opened the double
   release version = release::v7_1;
   topology machine;
   std::string log;
@@ -108,6 +115,10 @@ std::optional<std::pair<std::size_t, std::size_t>> decode_isa(const state& s, st
 // Whether this call of the fault-able entry point `entry` ("hsa_amd_memory_pool_allocate") fails
 // by the counted fault switch; logs it when it does. Its status is then OUT_OF_RESOURCES.
 bool counted_failure(state& s, const char* entry);
+
+// Why a memory, signal or VMM entry point must fail at once: NOT_INITIALIZED before hsa_init,
+// ERROR (logged) in a process other than the one that initialised the double; nullopt if usable.
+std::optional<std::uint32_t> unusable(state& s);
 
 // Appends "line\n" to the call log.
 void log_call(state& s, const std::string& line);

@@ -90,7 +90,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_address_reserve(void** ptr, size_t 
                                                              uint64_t address, uint64_t flags) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   return reserve(
       s, "hsa_amd_vmem_address_reserve",
       "vmem_address_reserve size=" + std::to_string(size) + " flags=" + std::to_string(flags),
@@ -103,7 +103,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_address_reserve_align(void** ptr, s
                                                                    uint64_t flags) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   return reserve(s, "hsa_amd_vmem_address_reserve_align",
                  "vmem_address_reserve_align size=" + std::to_string(size) +
                      " alignment=" + std::to_string(alignment) + " flags=" + std::to_string(flags),
@@ -113,7 +113,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_address_reserve_align(void** ptr, s
 UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_address_free(void* ptr, size_t size) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const std::string call = "vmem_address_free size=" + std::to_string(size);
   const auto start = reinterpret_cast<std::uintptr_t>(ptr);
   auto it = s.reservations.find(start);
@@ -131,7 +131,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_handle_create(pool_t pool, size_t s
                                                            uint64_t flags, vmem_handle_t* handle) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const auto d = decode_pool(s, pool.handle);
   const std::string call = "vmem_handle_create size=" + std::to_string(size) +
                            " type=" + std::to_string(type) + " flags=" + std::to_string(flags);
@@ -153,7 +153,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_handle_create(pool_t pool, size_t s
 UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_handle_release(vmem_handle_t handle) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const std::string call = "vmem_handle_release " + handle_name(handle.handle);
   if (s.vmem_handles.erase(handle.handle) == 0)
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT);
@@ -164,7 +164,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_map(void* va, size_t size, size_t i
                                                  vmem_handle_t handle, uint64_t flags) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const auto start = reinterpret_cast<std::uintptr_t>(va);
   const auto r = find_reservation(s, start, size);
   const std::string call =
@@ -193,7 +193,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_map(void* va, size_t size, size_t i
 UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_unmap(void* va, size_t size) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const auto start = reinterpret_cast<std::uintptr_t>(va);
   const auto r = find_reservation(s, start, size);
   const std::string call =
@@ -213,7 +213,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_set_access(void* va, size_t size,
                                                         size_t desc_cnt) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   std::string call = "vmem_set_access size=" + std::to_string(size);
   const auto start = reinterpret_cast<std::uintptr_t>(va);
   auto m = s.mappings.find(start);
@@ -242,7 +242,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_vmem_get_access(void* va, uint32_t* perm
                                                         hsa_agent_t agent) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const auto index = decode_agent(s, agent.handle);
   if (!index) return HSA_STATUS_ERROR_INVALID_AGENT;
   auto m = s.mappings.find(reinterpret_cast<std::uintptr_t>(va));
@@ -258,7 +258,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_portable_export_dmabuf(const void* ptr, 
                                                                int* dmabuf, uint64_t* offset) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   const std::string call =
       "export_dmabuf " + name_pointer(s, ptr) + " size=" + std::to_string(size);
   const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
@@ -277,7 +277,7 @@ UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_portable_export_dmabuf(const void* ptr, 
 UMEM_DOUBLE_EXPORT hsa_status_t hsa_amd_portable_close_dmabuf(int dmabuf) {
   state& s = the_state();
   std::lock_guard<std::mutex> guard(s.mu);
-  if (s.init_count == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (const auto st = unusable(s)) return static_cast<hsa_status_t>(*st);
   if (s.dmabufs.erase(dmabuf) == 0)
     return finish(s, "close_dmabuf", HSA_STATUS_ERROR_INVALID_ARGUMENT);
   close(dmabuf);

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "umem/core/error.hpp"
@@ -61,17 +62,22 @@ cuda_gpu_mapper::cuda_gpu_mapper(std::shared_ptr<const cuda::cuda_driver> drv,
                       "(CAN_MAP_HOST_MEMORY or HOST_REGISTER_SUPPORTED is 0), so umem memory "
                       "cannot be made GPU-accessible; use UMEM_GPU_BACKEND=none for host memory");
   }
-  ctx_.emplace(*drv_, static_cast<int>(gpus.front()->cuda->ordinal));
+  ctx_ = std::make_unique<cuda::cuda_primary_context>(*drv_,
+                                                      static_cast<int>(gpus.front()->cuda->ordinal));
   reason_ = "no PAGEABLE_MEMORY_ACCESS: segments are registered with cuMemHostRegister "
             "(PORTABLE|DEVICEMAP) for every CUDA GPU at their host address";
   log().debug("cuda_gpu_mapper: {}", describe());
+}
+
+cuda_gpu_mapper::~cuda_gpu_mapper() {
+  if (creator_.is_other()) (void)ctx_.release();  // Note [Fork]: no driver call in a child
 }
 
 void cuda_gpu_mapper::map(const segment& s) {
   if (s.base == nullptr || s.size == 0)
     throw_error(errc::invalid_argument,
                 "cuda_gpu_mapper: a segment needs a base and a size (got " + segment_text(s) + ")");
-  if (!ctx_) return;
+  if (!ctx_ || creator_.is_other()) return;  // Note [Fork]: host memory only in a forked child
   const cuda::cuda_context_scope scope(*ctx_);
   const auto& fn = drv_->fn();
   if (const cuda::cu_result r = fn.cuMemHostRegister_v2(s.base, s.size, kRegisterFlags); r != 0)
@@ -97,7 +103,7 @@ void cuda_gpu_mapper::map(const segment& s) {
 }
 
 void cuda_gpu_mapper::unmap(const segment& s) noexcept {
-  if (!ctx_) return;
+  if (!ctx_ || creator_.is_other()) return;  // the child never registered its copies
   try {
     const cuda::cuda_context_scope scope(*ctx_);
     if (const cuda::cu_result r = drv_->fn().cuMemHostUnregister(s.base); r != 0)
@@ -109,6 +115,9 @@ void cuda_gpu_mapper::unmap(const segment& s) noexcept {
 }
 
 std::string cuda_gpu_mapper::describe() const {
+  if (creator_.is_other())
+    return "a forked child of the process that initialized CUDA (driver " +
+           drv_->resolved_path() + "): segments are host memory only";
   return reason_ + " (CUDA driver " + drv_->resolved_path() + ")";
 }
 

@@ -81,6 +81,7 @@ struct hip_gpu_mapper::foreign_ranges
     long uses = 0;
   };
   std::shared_ptr<const hip::hip_runtime> hip;
+  creating_process creator;
   std::mutex mutex;
   std::map<std::uintptr_t, range> ranges;  // by base
 
@@ -94,7 +95,8 @@ struct hip_gpu_mapper::foreign_ranges
     std::lock_guard lock(mutex);
     auto it = ranges.find(base);
     if (it == ranges.end() || --it->second.uses > 0) return;
-    unregister_range(*hip, reinterpret_cast<void*>(base), it->second.size);
+    if (!creator.is_other())  // Note [Fork]: a child never registered it
+      unregister_range(*hip, reinterpret_cast<void*>(base), it->second.size);
     ranges.erase(it);
   }
 };
@@ -109,6 +111,7 @@ hip_gpu_mapper::hip_gpu_mapper(std::shared_ptr<const hip::hip_runtime> hip, std:
 hip_gpu_mapper::~hip_gpu_mapper() = default;
 
 void hip_gpu_mapper::map(const segment& s) {
+  if (creator_.is_other()) return;  // Note [Fork]: host memory only in a forked child
   if (s.base == nullptr || s.size == 0)
     throw_error(errc::invalid_argument, "hip_gpu_mapper: a segment needs a base and a size (got " +
                                             range_text(s.base, s.size) + ")");
@@ -125,7 +128,10 @@ void hip_gpu_mapper::map(const segment& s) {
   register_range(*hip_, s.base, s.size, /*own_memory=*/true);
 }
 
-void hip_gpu_mapper::unmap(const segment& s) noexcept { unregister_range(*hip_, s.base, s.size); }
+void hip_gpu_mapper::unmap(const segment& s) noexcept {
+  if (creator_.is_other()) return;  // the child never registered its copies of these pages
+  unregister_range(*hip_, s.base, s.size);
+}
 
 std::shared_ptr<void> hip_gpu_mapper::register_foreign(const void* p, std::size_t bytes) {
   if (p == nullptr || bytes == 0)
@@ -133,6 +139,10 @@ std::shared_ptr<void> hip_gpu_mapper::register_foreign(const void* p, std::size_
                 "hip_gpu_mapper: a foreign range needs an address and a "
                 "size (got " +
                     range_text(p, bytes) + ")");
+  if (creator_.is_other())
+    throw_error(errc::unsupported, "hip_gpu_mapper: " + range_text(p, bytes) +
+                                       " cannot be registered with HIP in a forked child (HIP "
+                                       "serves only the process that loaded it)");
   const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
   const auto first = reinterpret_cast<std::uintptr_t>(p);
   const std::uintptr_t lo = first / page * page;
@@ -166,6 +176,9 @@ std::shared_ptr<void> hip_gpu_mapper::register_foreign(const void* p, std::size_
 }
 
 std::string hip_gpu_mapper::describe() const {
+  if (creator_.is_other())
+    return "a forked child of the process that loaded HIP (" + hip_->resolved_path() +
+           "): segments are host memory only, HIP cannot be used here";
   return why_ +
          ": segments are registered with HIP (hipHostRegister, pinned, every HIP device), "
          "so HIP's copies, fills and pointer queries accept them (HIP " +

@@ -1,6 +1,7 @@
 #include "umem/allocator/gpu/rocr_gpu_mapper.hpp"
 
 #include <cstdio>
+#include <memory>
 
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"
@@ -85,7 +86,7 @@ const char* kind_text(coherence k) {
 }  // namespace
 
 rocr_gpu_mapper::rocr_gpu_mapper(const umem::topology& topo, const hsa::rocr_library& lib)
-    : lib_(lib), session_(lib), mode_(gpu_map_mode::lock) {
+    : lib_(lib), session_(std::make_unique<hsa::rocr_session>(lib)), mode_(gpu_map_mode::lock) {
   const auto xnack = topo.xnack_enabled();
   if (xnack == true) mode_ = gpu_map_mode::svm;
   mode_reason_ = !xnack ? "XNACK state unknown, so locking (safe either way)"
@@ -147,6 +148,10 @@ rocr_gpu_mapper::rocr_gpu_mapper(const umem::topology& topo, const hsa::rocr_lib
     nodes_[*b.numa_node].gpus.push_back(it->second);
   }
   log().debug("rocr_gpu_mapper: {}", describe());
+}
+
+rocr_gpu_mapper::~rocr_gpu_mapper() {
+  if (creator_.is_other()) (void)session_.release();  // Note [Fork]: leaked, not shut down
 }
 
 std::vector<rocr_agent> rocr_gpu_mapper::gpus_for(const segment& s) const {
@@ -244,6 +249,7 @@ void rocr_gpu_mapper::map_lock(const segment& s, const std::vector<rocr_agent>& 
 }
 
 void rocr_gpu_mapper::map(const segment& s) {
+  if (creator_.is_other()) return;  // Note [Fork]: host memory only in a forked child
   const auto gpus = gpus_for(s);
   if (mode_ == gpu_map_mode::svm)
     map_svm(s, gpus);
@@ -252,6 +258,7 @@ void rocr_gpu_mapper::map(const segment& s) {
 }
 
 void rocr_gpu_mapper::unmap(const segment& s) noexcept {
+  if (creator_.is_other()) return;  // the child never locked its copies of these pages
   try {
     if (mode_ == gpu_map_mode::lock) {
       check(lib_.fn().hsa_amd_memory_unlock(s.base), "hsa_amd_memory_unlock", s, true);
@@ -267,6 +274,9 @@ void rocr_gpu_mapper::unmap(const segment& s) noexcept {
 }
 
 std::string rocr_gpu_mapper::describe() const {
+  if (creator_.is_other())
+    return "a forked child of the process that opened ROCr (" + lib_.resolved_path() +
+           "): segments are host memory only, KFD serves only its opener";
   if (mode_ == gpu_map_mode::svm)
     return mode_reason_ +
            ": segments are made accessible in place to their NUMA node's GPU agents through SVM "

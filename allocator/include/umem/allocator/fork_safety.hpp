@@ -17,8 +17,21 @@
 // registry.cpp: their blocks stay with the pool as cached memory the child never reuses, so
 // the child must not rely on all of its parent's cached memory being reusable; everything the
 // child inherited that was live stays valid and may be used and freed in the child).
-// Not covered: GPU runtimes (CUDA and ROCr cannot be used in a forked child at all; PyTorch says
-// the same), spdlog's own locks (logging is off by default), and memory the parent frees after
+// GPU runtimes: a forked child cannot use the parent's. KFD refuses every ioctl from a process
+// other than the one that opened /dev/kfd (Linux drivers/gpu/drm/amd/amdkfd/kfd_chardev.c,
+// kfd_ioctl: "Using KFD FD in wrong process", -EBADF; libhsakmt's CHECK_KFD_OPEN fails first), so
+// ROCr's and HIP's locks, SVM attributes and pool allocations fail there, and the CUDA driver is
+// initialized per process (cuInit: "in the current process"; PyTorch marks such a child a "bad
+// fork", torch/csrc/cuda/Module.cpp). So the GPU mappers note the process that made them
+// (creating_process) and, in any other one, make no runtime call: the child's new segments are
+// host memory only (gpu_accessible() answers false there), and unmapping a segment, inherited or
+// new, skips the unlock/unregister (the child's copies of the parent's pages were never locked
+// by the child). The check is a getpid() per segment map/unmap, never per allocation. The
+// mappers' destructors leave the runtime alone there too.
+// Not covered: device memory of discrete GPUs (rocr_device_source, cuda_device_source), which a
+// child cannot have: its allocation fails with the runtime's error, and freeing an inherited
+// device block logs the runtime's refusal.
+// Not covered: spdlog's own locks (logging is off by default), and memory the parent frees after
 // the fork, which the child still sees as live (its pages are copies).
 #pragma once
 
@@ -36,6 +49,17 @@ enum class fork_rank : int {
   thread_caches = 3,
   pool = 4,
   source = 5,
+};
+
+// The process an object was made in (Note [Fork]: GPU runtime state belongs to it alone).
+class creating_process {
+ public:
+  creating_process() noexcept;
+  // True in any other process: a forked child (or grandchild) of the creator. One getpid().
+  bool is_other() const noexcept;
+
+ private:
+  int pid_;
 };
 
 // While the returned handle lives, `m` is locked before every fork() of the process and unlocked

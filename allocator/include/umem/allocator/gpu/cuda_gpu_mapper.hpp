@@ -24,14 +24,17 @@
 // makes every system allocation unified memory, usable by kernels and by CUDA's memory calls like
 // managed memory. That is the documentation's word; umem has not run on a Grace Hopper or GB10.
 //
+// In a forked child (Note [Fork] in fork_safety.hpp) no driver call is made: map() and unmap()
+// do nothing (host memory only) and the primary context is not released at destruction.
+//
 // Thread safety: map() and unmap() make the primary context current for the call only (and
 // restore the thread's previous one), so both may be called from any thread.
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <string>
 
+#include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/gpu/gpu_mapper.hpp"
 #include "umem/core/topology.hpp"
 #include "umem/cuda_runtime/cuda_context.hpp"
@@ -46,22 +49,25 @@ class cuda_gpu_mapper final : public gpu_mapper {
   // needed but a GPU cannot map host memory (CAN_MAP_HOST_MEMORY or HOST_REGISTER_SUPPORTED 0);
   // runtime_error when the primary context cannot be retained.
   cuda_gpu_mapper(std::shared_ptr<const cuda::cuda_driver> drv, const umem::topology& topo);
+  ~cuda_gpu_mapper() override;
 
   // Throws umem::error: invalid_argument for an empty segment; unsupported when the device
   // address differs from the host address; runtime_error naming the driver call otherwise.
   void map(const segment& s) override;
   // Failures are logged (errors), never thrown.
   void unmap(const segment& s) noexcept override;
-  bool gpu_accessible() const override { return true; }
+  // False in a forked child (Note [Fork]).
+  bool gpu_accessible() const override { return !creator_.is_other(); }
   bool pageable() const override { return false; }  // registered pages are pinned
   std::string describe() const override;
 
   // False in pageable mode.
-  bool registers() const { return ctx_.has_value(); }
+  bool registers() const { return ctx_ != nullptr; }
 
  private:
   std::shared_ptr<const cuda::cuda_driver> drv_;
-  std::optional<cuda::cuda_primary_context> ctx_;  // registration mode only
+  std::unique_ptr<cuda::cuda_primary_context> ctx_;  // registration mode only
+  creating_process creator_;
   std::string reason_;
 };
 

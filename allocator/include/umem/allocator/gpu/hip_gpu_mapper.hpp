@@ -63,6 +63,11 @@
 // HIP or umem knows only in part cannot be registered without a second object over the same
 // pages, so it is refused (unsupported) and the caller copies instead.
 //
+// In a forked child (Note [Fork] in fork_safety.hpp) no HIP call is made: map() and unmap() do
+// nothing (host memory only; HIP runs over ROCr, and KFD serves only its opener), a handle of
+// register_foreign released there leaves the parent's registration alone, and register_foreign
+// itself is refused (unsupported), so the caller copies.
+//
 // Thread safety: map() and unmap() keep no state; register_foreign and its handles take one mutex
 // of their own, which no allocation path takes (so it is not locked around fork: HIP cannot be
 // used in a forked child anyway).
@@ -72,6 +77,7 @@
 #include <memory>
 #include <string>
 
+#include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/gpu/gpu_mapper.hpp"
 #include "umem/hip_runtime/hip_runtime.hpp"
 
@@ -89,7 +95,8 @@ class hip_gpu_mapper final : public gpu_mapper {
   void map(const segment& s) override;
   // Failures are logged (errors), never thrown.
   void unmap(const segment& s) noexcept override;
-  bool gpu_accessible() const override { return true; }
+  // False in a forked child (Note [Fork]).
+  bool gpu_accessible() const override { return !creator_.is_other(); }
   bool pageable() const override { return false; }  // registered pages are pinned
   std::string describe() const override;
   std::shared_ptr<void> register_foreign(const void* p, std::size_t bytes) override;
@@ -100,6 +107,7 @@ class hip_gpu_mapper final : public gpu_mapper {
   std::shared_ptr<const hip::hip_runtime> hip_;
   std::string why_;
   std::shared_ptr<foreign_ranges> foreign_;
+  creating_process creator_;
 };
 
 }  // namespace umem::alloc

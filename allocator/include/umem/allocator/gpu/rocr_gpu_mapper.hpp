@@ -23,16 +23,21 @@
 // serves NUMA node N: KFD CPU node i is the i-th NUMA node with CPUs (docs/rocm-runtime.md §4).
 // Interleaved (or multi-node) segments grant every GPU local to any of their nodes.
 //
+// In a forked child (Note [Fork] in fork_safety.hpp) map() and unmap() make no ROCr call: KFD
+// serves only the process that opened it, so the child's segments are host memory only.
+//
 // Thread safety: everything is looked up once at construction; map() and unmap() only read it,
 // and ROCr's calls are thread-safe, so both may be called from any thread.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/gpu/gpu_mapper.hpp"
 #include "umem/core/topology.hpp"
 #include "umem/hsa_runtime/rocr_library.hpp"
@@ -49,6 +54,8 @@ class rocr_gpu_mapper final : public gpu_mapper {
   // runtime_error when hsa_init or an enumeration call fails; invalid_argument when `topo` has GPU
   // agents but no GPU->NUMA bindings, or binds a GPU the runtime does not enumerate.
   rocr_gpu_mapper(const umem::topology& topo, const hsa::rocr_library& lib);
+  // In a forked child the session is left open: hsa_shut_down would be a ROCr call there.
+  ~rocr_gpu_mapper() override;
 
   // Throws umem::error: invalid_argument for an empty segment or a node not in the topology;
   // unsupported when no GPU agent is local to the segment's nodes, the node has no CPU agent or
@@ -57,7 +64,8 @@ class rocr_gpu_mapper final : public gpu_mapper {
   void map(const segment& s) override;
   // Failures are logged (errors), never thrown.
   void unmap(const segment& s) noexcept override;
-  bool gpu_accessible() const override { return true; }
+  // False in a forked child (Note [Fork]).
+  bool gpu_accessible() const override { return !creator_.is_other(); }
   // SVM ranges stay pageable (the GPU retries faults); locked ranges are pinned.
   bool pageable() const override { return mode_ == gpu_map_mode::svm; }
   std::string describe() const override;
@@ -83,7 +91,8 @@ class rocr_gpu_mapper final : public gpu_mapper {
   void check(hsa::rocr_status status, const char* call, const segment& s, bool releasing) const;
 
   const hsa::rocr_library& lib_;
-  hsa::rocr_session session_;
+  std::unique_ptr<hsa::rocr_session> session_;
+  creating_process creator_;
   gpu_map_mode mode_;
   std::string mode_reason_;
   std::map<int, node_agents> nodes_;  // by OS NUMA node index
