@@ -1,0 +1,284 @@
+"""umem as PyTorch's CPU allocator (umem.torch.enable_host()) against PyTorch's own
+DefaultCPUAllocator (posix_memalign/free through glibc), each contender in a process of its own
+(umem cannot be switched off again in a process), the two alternating for ROUNDS rounds (clocks
+and the neighbours' load drift between processes). Each process proves which allocator serves its
+CPU tensors (umem_torch_owns) before it measures. Prints a header line with the machine's facts and
+two markdown tables of the median over rounds of each process's result, with umem's ratio =
+PyTorch's time / umem's time (>= 1: umem is no slower).
+
+Part 1, alloc+free on the CPU, ns per alloc+free (the median of REPEATS timed loops of a process,
+then the median over rounds), for SIZES:
+- "python": `torch.empty(n, dtype=torch.uint8)` then dropping it, in a Python loop (what Python code
+  does). PyTorch's binding releases the GIL around the allocation (at::empty runs without it) and
+  the free runs under it (the tensor's Python destructor).
+- "C++": the same at::empty + drop in a C++ loop of a small extension built once with
+  torch.utils.cpp_extension.load_inline, which releases the GIL for the whole loop: the allocator
+  with the dispatcher's cost around it and no Python. This is the honest "GIL released" case: with
+  two threads both allocators really run concurrently, as they do under DataLoader workers'
+  threads or intra-op parallel kernels; torch.ones / clone would add a fill or a copy of n bytes
+  that swamps the allocator for all but the smallest sizes.
+- 1 thread: the process's thread pinned to one core. 2 threads: two threads doing the same loop at
+  once, the process allowed on two cores; the time is the wall time from a common start until both
+  finish, divided by the iterations of one thread (equal to the 1-thread time when the two scale
+  perfectly). With "python" the GIL serializes everything but the allocation itself.
+
+Part 2, a small CPU training loop: an MLP (512 -> 512 -> 512 -> 10, ReLU, batch 64, cross
+entropy) and a tiny transformer encoder (2 layers, d_model 128, 4 heads, feed-forward 512,
+sequence 32, batch 8; sized for a 2-core machine), STEPS steps of Adam each with a fresh random batch per step, the same seed
+for both contenders, PyTorch's default intra-op threads, no pinning. Reported: the median step time
+and the total of all steps (median over rounds), and the final loss of each contender (equal bit
+for bit when both computed the same thing; the table says whether every round agreed).
+
+    /usr/bin/python3 bench/torch_alloc/cpu_alloc_free.py [--quick]   # from the repository root
+
+--quick: few iterations, rounds and steps (a smoke test; its numbers are not for claims).
+umem is found like the Python tests find it (UMEM_TORCH_LIBRARY, python/ on sys.path);
+TORCH_EXTENSIONS_DIR defaults to a folder under /tmp so both extensions are built once."""
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+SIZES = [64, 256, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]
+PATHS = ("python", "C++")
+THREADS = (1, 2)
+QUICK = "--quick" in sys.argv
+LOOP_SECONDS = 0.01 if QUICK else 0.05  # one timed loop; its iterations are calibrated to it
+REPEATS = 2 if QUICK else 5
+ROUNDS = 1 if QUICK else 5  # part 1
+TRAINING_ROUNDS = 1 if QUICK else 3
+STEPS = 10 if QUICK else 200
+CONTENDERS = ("torch", "umem")
+
+LOOP_SOURCE = r"""
+#include <torch/extension.h>
+// at::empty + drop, `iterations` times, with the GIL released for the whole loop.
+int64_t alloc_free_loop(int64_t size, int64_t iterations) {
+  pybind11::gil_scoped_release no_gil;
+  for (int64_t i = 0; i < iterations; ++i) {
+    at::Tensor t = at::empty({size}, at::TensorOptions().dtype(at::kByte));
+  }
+  return iterations;
+}
+"""
+
+
+def environment():
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR",
+                          os.path.join(tempfile.gettempdir(), "umem_torch_extensions"))
+    default_library = os.path.join(ROOT, "build", "release", "python", "umem", "libumem_torch.so")
+    if os.path.exists(default_library):
+        os.environ.setdefault("UMEM_TORCH_LIBRARY", default_library)
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+
+
+def loop_extension():
+    from torch.utils.cpp_extension import load_inline
+    return load_inline("umem_bench_cpu_alloc_free_loop", [LOOP_SOURCE],
+                       functions=["alloc_free_loop"], extra_cflags=["-O2"], verbose=False)
+
+
+def start(allocator):
+    """Imports torch with `allocator` as its CPU allocator and proves it serves CPU tensors."""
+    environment()
+    import torch
+    if allocator == "umem":
+        import umem.torch as ut
+        ut.enable_host()
+    from umem import _lib
+    probe = torch.empty(4096, dtype=torch.uint8)
+    owned = bool(_lib.lib().umem_torch_owns(probe.data_ptr()))
+    if owned != (allocator == "umem"):
+        sys.exit(f"the {allocator} process: umem_torch_owns(torch.empty(...)) is {owned}")
+    return torch
+
+
+def python_loop(torch, size, iterations):
+    for _ in range(iterations):
+        t = torch.empty(size, dtype=torch.uint8)
+        del t
+
+
+def timed(body, threads):
+    """Wall ns of `body` run by `threads` threads at once, from a common start until all end."""
+    if threads == 1:
+        t0 = time.perf_counter_ns()
+        body()
+        return time.perf_counter_ns() - t0
+    barrier = threading.Barrier(threads + 1)
+
+    def worker():
+        barrier.wait()
+        body()
+    workers = [threading.Thread(target=worker) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    barrier.wait()
+    t0 = time.perf_counter_ns()
+    for w in workers:
+        w.join()
+    return time.perf_counter_ns() - t0
+
+
+def calibrated(body, threads):
+    """Iterations for which one timed loop of `body(iterations)` lasts about LOOP_SECONDS."""
+    iterations = 16
+    while True:
+        elapsed = timed(lambda: body(iterations), threads)
+        if elapsed > LOOP_SECONDS * 1e8 or iterations >= 1 << 24:
+            return max(16, int(iterations * LOOP_SECONDS * 1e9 / max(elapsed, 1)))
+        iterations *= 4
+
+
+def measure_alloc_free(allocator):
+    torch = start(allocator)
+    loop = loop_extension()
+    cores = sorted(os.sched_getaffinity(0))
+    out = {}
+    for threads in THREADS:
+        # The calling thread's affinity; threads started afterwards inherit it.
+        os.sched_setaffinity(0, cores[-threads:] if len(cores) >= threads else cores)
+        for path in PATHS:
+            for size in SIZES:
+                if path == "python":
+                    def body(iterations):
+                        python_loop(torch, size, iterations)
+                else:
+                    def body(iterations):
+                        loop.alloc_free_loop(size, iterations)
+                iterations = calibrated(body, threads)  # also the warm-up: caches filled
+                runs = [timed(lambda: body(iterations), threads) / iterations
+                        for _ in range(REPEATS)]
+                out[f"{path}|{threads}|{size}"] = statistics.median(runs)
+    os.sched_setaffinity(0, cores)
+    return out
+
+
+def tiny_transformer(nn):
+    layer = nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=512, dropout=0.0,
+                                       batch_first=True)
+    return nn.Sequential(nn.TransformerEncoder(layer, num_layers=2), nn.Flatten(1),
+                         nn.Linear(32 * 128, 10))
+
+
+def measure_training(allocator):
+    torch = start(allocator)
+    nn = torch.nn
+    out = {}
+    for model_name in ("MLP", "transformer"):
+        torch.manual_seed(0)
+        if model_name == "MLP":
+            model = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512),
+                                  nn.ReLU(), nn.Linear(512, 10))
+            batch_shape = (64, 512)
+        else:
+            model = tiny_transformer(nn)
+            batch_shape = (8, 32, 128)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        generator = torch.Generator().manual_seed(1)
+        steps = []
+        for _ in range(STEPS):
+            t0 = time.perf_counter_ns()
+            x = torch.randn(*batch_shape, generator=generator)
+            y = torch.randint(0, 10, (batch_shape[0],), generator=generator)
+            optimizer.zero_grad(set_to_none=True)
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            steps.append(time.perf_counter_ns() - t0)
+        out[model_name] = {"step": statistics.median(steps), "total": sum(steps),
+                           "loss": loss.item()}
+    return out
+
+
+def machine_facts():
+    import torch
+    try:
+        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = "unknown"
+    model = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return (f"{model}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+            f"torch {torch.__version__} ({torch.get_num_threads()} intra-op threads), "
+            f"umem {commit}, load average {os.getloadavg()[0]:.2f}")
+
+
+def run_child(allocator, part):
+    r = subprocess.run([sys.executable, __file__, "--child", allocator, part]
+                       + (["--quick"] if QUICK else []),
+                       capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        sys.exit(f"the {allocator} {part} run failed:\n{r.stdout[-2000:]}{r.stderr[-4000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def median_over(runs, key):
+    return statistics.median(run[key] for run in runs)
+
+
+def print_alloc_free(rounds):
+    print("| path | threads | size (B) | PyTorch's CPU allocator (ns) | umem (ns) | PyTorch / umem "
+          "| PyTorch's rounds (ns) | umem's rounds (ns) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for key in rounds["torch"][0]:
+        path, threads, size = key.split("|")
+        theirs, ours = median_over(rounds["torch"], key), median_over(rounds["umem"], key)
+        spread = ["-".join(f"{f(run[key] for run in rounds[a]):.0f}" for f in (min, max))
+                  for a in CONTENDERS]
+        print(f"| {path} | {threads} | {size} | {theirs:.0f} | {ours:.0f} | {theirs / ours:.2f} | "
+              f"{spread[0]} | {spread[1]} |")
+
+
+def print_training(rounds):
+    print(f"| model ({STEPS} Adam steps) | PyTorch's step (ms) | umem's step (ms) | PyTorch / umem "
+          "| PyTorch's total (s) | umem's total (s) | PyTorch / umem | final loss, PyTorch | "
+          "final loss, umem | equal in every round |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for model in rounds["torch"][0]:
+        step = [statistics.median(run[model]["step"] for run in rounds[a]) / 1e6
+                for a in CONTENDERS]
+        total = [statistics.median(run[model]["total"] for run in rounds[a]) / 1e9
+                 for a in CONTENDERS]
+        losses = [[run[model]["loss"] for run in rounds[a]] for a in CONTENDERS]
+        equal = all(t == u for t, u in zip(*losses))
+        print(f"| {model} | {step[0]:.2f} | {step[1]:.2f} | {step[0] / step[1]:.2f} | "
+              f"{total[0]:.2f} | {total[1]:.2f} | {total[0] / total[1]:.2f} | "
+              f"{losses[0][0]!r} | {losses[1][0]!r} | {'yes' if equal else 'no'} |")
+
+
+def main():
+    if "--child" in sys.argv:
+        i = sys.argv.index("--child")
+        allocator, part = sys.argv[i + 1], sys.argv[i + 2]
+        measure = measure_alloc_free if part == "alloc_free" else measure_training
+        print(json.dumps(measure(allocator)))
+        return
+    environment()
+    loop_extension()  # built once here, before the children load it
+    print(machine_facts())
+    for part, show in (("alloc_free", print_alloc_free), ("training", print_training)):
+        rounds = {a: [] for a in CONTENDERS}
+        for _ in range(ROUNDS if part == "alloc_free" else TRAINING_ROUNDS):
+            for allocator in CONTENDERS:
+                rounds[allocator].append(run_child(allocator, part))
+        print()
+        show(rounds)
+    print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
