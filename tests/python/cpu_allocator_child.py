@@ -95,6 +95,16 @@ def out_of_memory():
             "small_after_ok": float(small.sum()) == 1024.0}
 
 
+def profiler():
+    ut.enable_host()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                profile_memory=True) as prof:
+        x = torch.ones(1 << 20, dtype=torch.uint8)
+        del x
+    events = [e for e in prof.key_averages() if e.key == "aten::empty"]
+    return {"empty_memory": sum(e.cpu_memory_usage for e in events)}
+
+
 class Made(torch.utils.data.Dataset):
     """Tensors made in the worker (by the CPU allocator there), filled with their index."""
 
@@ -120,4 +130,5 @@ def workers():
 
 
 print(json.dumps({"tensors": tensors, "statistics": statistics, "twice": twice,
-                  "out_of_memory": out_of_memory, "workers": workers}[scenario]()))
+                  "out_of_memory": out_of_memory, "workers": workers,
+                  "profiler": profiler}[scenario]()))

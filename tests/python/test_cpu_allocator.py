@@ -61,6 +61,11 @@ def test_options_made_before_the_bridge_reach_cpu_tensors(package_dir):
     assert r["small_after_ok"] is True
 
 
+def test_the_profiler_sees_cpu_tensors_made_by_umem(package_dir):
+    r = run_child(package_dir, "profiler")
+    assert r["empty_memory"] >= 1 << 20  # torch.ones' aten::empty, reported as PyTorch's own is
+
+
 def test_dataloader_fork_workers_allocate_with_umem_and_exit(package_dir):
     r = run_child(package_dir, "workers")
     assert r["batch_sums"] == sorted(float(64 * sum(range(4 * b, 4 * b + 4))) for b in range(8))

@@ -15,7 +15,12 @@
 // the deleter of the allocator that made it, so tensors made before the swap are freed by
 // PyTorch's own allocator. DefaultCPUAllocator aligns to 64 bytes (c10::gAlignment); umem's
 // blocks are 256-byte aligned (allocator.hpp). A zero-byte request gets a null pointer, as
-// PyTorch's does.
+// PyTorch's does. Allocations, frees and failures are reported to c10's
+// profiledCPUMemoryReporter as DefaultCPUAllocator reports them, so torch.profiler's
+// profile_memory sees CPU tensors (it costs nothing while no profiler asks).
+// oneDNN's buffers go through raw_allocate/raw_deallocate of whatever c10's CPU allocator is at
+// the time (aten/src/ATen/native/mkldnn/IDeepRegistration.cpp), so a buffer made before the swap
+// can come back to umem's raw_deleter: memory umem does not own goes to the default allocator's.
 //
 // Releases: c10::Allocator::allocate is `const` up to 2.2 and not from 2.3 on, and copy_data is
 // pure virtual from 2.3 on (c10/core/Allocator.h). As in torch_compat.hpp (Note [PyTorch
@@ -38,7 +43,9 @@ namespace {
 // header, so a mismatch does not compile.
 struct umem_functions {
 #define UMEM_FN(name) decltype(&::name) name = nullptr;
-#define UMEM_FUNCTIONS(X) X(umem_torch_host_malloc) X(umem_torch_host_free) X(umem_torch_last_error)
+#define UMEM_FUNCTIONS(X)                                                \
+  X(umem_torch_host_malloc) X(umem_torch_host_free) X(umem_torch_owns) \
+  X(umem_torch_last_error)
   UMEM_FUNCTIONS(UMEM_FN)
 #undef UMEM_FN
 };
@@ -48,17 +55,29 @@ umem_functions fn;  // set once by install(), before the allocator is installed
 // replaces at >=), so the last to ask is in force, and in_force() says whether umem is.
 constexpr std::uint8_t cpu_allocator_priority = 1;
 
-void release(void* p) { fn.umem_torch_host_free(p); }
+void release(void* p) {
+  c10::profiledCPUMemoryReporter().Delete(p);
+  fn.umem_torch_host_free(p);
+}
+
+// raw_deallocate's deleter: the pointer may predate the swap (Note [CPU allocator]).
+void release_raw(void* p) {
+  if (p == nullptr || fn.umem_torch_owns(p)) return release(p);
+  c10::GetDefaultCPUAllocator()->raw_deleter()(p);
+}
 
 c10::DataPtr allocate_host(std::size_t n) {
   const c10::Device cpu(c10::DeviceType::CPU);
   if (n == 0) return {nullptr, nullptr, &release, cpu};
   void* p = nullptr;
   const umem_status s = fn.umem_torch_host_malloc(n, -1, &p);
-  if (s == UMEM_ERR_OUT_OF_MEMORY)
+  if (s == UMEM_ERR_OUT_OF_MEMORY) {
+    c10::profiledCPUMemoryReporter().OutOfMemory(n);
     C10_THROW_ERROR(OutOfMemoryError, std::string("umem CPU allocator: ") +
                                           fn.umem_torch_last_error());
+  }
   TORCH_CHECK(s == UMEM_OK, "umem CPU allocator: ", fn.umem_torch_last_error());
+  c10::profiledCPUMemoryReporter().New(p, n);
   return {p, p, &release, cpu};
 }
 
@@ -66,7 +85,7 @@ class umem_cpu_allocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t n) const { return allocate_host(n); }  // up to 2.2
   c10::DataPtr allocate(std::size_t n) { return allocate_host(n); }        // 2.3 on
-  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  c10::DeleterFnPtr raw_deleter() const override { return &release_raw; }
   void copy_data(void* dest, const void* src, std::size_t count) const {
     if (count != 0) std::memcpy(dest, src, count);
   }

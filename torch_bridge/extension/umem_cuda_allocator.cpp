@@ -28,17 +28,17 @@
 //  1. PyTorch: at::detail::empty_cuda (aten/src/ATen/cuda/EmptyTensor.cpp) takes
 //     at::cuda::getCUDADeviceAllocator(), which is c10::cuda::CUDACachingAllocator::get()
 //     (c10/cuda/CUDACachingAllocator.h): the allocator stored by
-//     torch.cuda.memory.change_current_allocator (enabling.py:115). at::detail::empty_generic
+//     torch.cuda.memory.change_current_allocator (enabling.py:176). at::detail::empty_generic
 //     (aten/src/ATen/EmptyTensor.cpp) makes the storage with that allocator's allocate(nbytes).
 //  2. Extension mode: that allocator is umem_cuda_allocator (this file), made by
-//     extension.make_allocator (enabling.py:110). Its allocate() (umem_cuda_allocator.cpp:195)
+//     extension.make_allocator (enabling.py:171). Its allocate() (umem_cuda_allocator.cpp:195)
 //     calls umem_alloc(), which calls fn.umem_torch_extension_alloc (umem_cuda_allocator.cpp:588):
 //     a pointer into libumem_torch.so that the Python package passed to install()
 //     (_extension.py:122) and UMEM_TAKE (umem_cuda_allocator.cpp:640) took, so that the library is
 //     loaded once. Pluggable mode: the allocator is PyTorch's CUDAPluggableAllocator
 //     (torch/csrc/cuda/CUDAPluggableAllocator.cpp), whose allocate() calls the function
 //     torch.cuda.memory.CUDAPluggableAllocator looked up by name in the library,
-//     umem_torch_pluggable_malloc (enabling.py:113).
+//     umem_torch_pluggable_malloc (enabling.py:174).
 //  3. The C ABI: umem_torch_extension_alloc (enabling.cpp:168) or umem_torch_pluggable_malloc
 //     (enabling.cpp:138) calls the process's bridge.
 //  4. The bridge: bridge::allocate (bridge.cpp:301) first reuses a block freed on the same stream,
