@@ -1,9 +1,11 @@
 """Run by test_pipeline_copies.py in a fresh process on the ROCr and HIP doubles (one MI300A; see
 hip_double_process.py): a training input pipeline as a ROCm PyTorch user writes it, counting the
 copies it makes. argv: package root, HIP double, ROCr double, "umem" (umem.torch.enable_host()
-first) or "pytorch" (PyTorch's CPU allocator). Prints one JSON line.
+first) or "pytorch" (PyTorch's CPU allocator), number of DataLoader workers (forked; each sample
+is made in the worker). Prints one JSON line.
 
-The pipeline, per batch: a DataLoader (no workers, so the batch is collated in this process) ->
+The pipeline, per batch: a DataLoader (without workers the batch is collated in this process;
+with workers in shared memory, Python's multiprocessing) ->
 pin_memory() (what the DataLoader's pin step calls for each tensor,
 torch/utils/data/_utils/pin_memory.py) -> .to("cuda") -> a Linear model moved with .to("cuda"),
 all inside zero_copy(). What is real: PyTorch's DataLoader and collate, umem's CPU allocator and
@@ -25,6 +27,7 @@ from hip_double_process import attach, is_pinned  # noqa: E402
 
 hip = attach(sys.argv[2], sys.argv[3])
 mode = sys.argv[4]
+workers = int(sys.argv[5])
 
 import torch  # noqa: E402
 import umem.torch as ut  # noqa: E402
@@ -44,11 +47,25 @@ torch.cuda.is_available = lambda: True
 
 torch.manual_seed(0)
 model = torch.nn.Linear(64, 8)
-dataset = torch.utils.data.TensorDataset(torch.randn(256, 64), torch.randint(0, 8, (256,)))
-loader = torch.utils.data.DataLoader(dataset, batch_size=32)
+
+
+class Samples(torch.utils.data.Dataset):
+    """Each sample made where it is asked for: in a forked worker, by its CPU allocator."""
+
+    def __len__(self):
+        return 256
+
+    def __getitem__(self, i):
+        return torch.full((64,), float(i)), i % 8
+
+
+loader = torch.utils.data.DataLoader(Samples(), batch_size=32, num_workers=workers,
+                                     **({"multiprocessing_context": "fork", "timeout": 60}
+                                        if workers else {}))
 copies = {"pin_memory": 0, "to": 0}
 aliases = 0
 same_memory = True
+total = 0.0
 pinned_for_hip = []
 reasons = set()
 # PyTorch's own copies (pin_memory, .to("cuda")) raise on a CPU-only build: counted, not run.
@@ -71,11 +88,12 @@ with ut.zero_copy() as log:
             if kind == "copy":
                 copies[operation] += 1
                 reasons.add(reason.split(":")[0])
+        total += float(x.sum())
         if x_gpu is not None:
             same_memory = same_memory and x_gpu.data_ptr() == x.data_ptr()
             model(x_gpu).sum()
 model_copies = [e for e in model_events if e[1] == "copy"]
-print(json.dumps({"batches": len(loader), "copies": copies, "reasons": sorted(reasons),
+print(json.dumps({"batches": len(loader), "sum_ok": total == 64.0 * sum(range(256)), "copies": copies, "reasons": sorted(reasons),
                   "model_copies": len(model_copies),
                   "model_aliases": len(model_events) - len(model_copies),
                   "aliases": len(log.aliases), "same_memory": same_memory,

@@ -1,7 +1,8 @@
 """The point of umem as PyTorch's CPU allocator on an MI300A (XNACK off, the default, and on): an
 input pipeline (DataLoader -> pin_memory -> .to("cuda") -> model, inside zero_copy()) makes no
-copy with umem, and the copies PyTorch makes today without it. On the ROCr and HIP doubles; what
-is real and what stands in: pipeline_copies_child.py."""
+copy with umem, and the copies PyTorch makes today without it; with forked workers, what comes
+back through shared memory. On the ROCr and HIP doubles; what is real and what stands in:
+pipeline_copies_child.py."""
 import pytest
 
 from test_hip_interop import run_child
@@ -11,8 +12,8 @@ BATCHES = 8  # 256 samples, batch 32
 
 @pytest.mark.parametrize("xnack", [False, True], ids=["xnack_off", "xnack_on"])
 def test_with_umem_the_pipeline_makes_no_copy(umtopo, tmp_path, package_dir, xnack):
-    r = run_child(umtopo, tmp_path, package_dir, xnack, "pipeline_copies_child.py", "umem")
-    assert r["batches"] == BATCHES
+    r = run_child(umtopo, tmp_path, package_dir, xnack, "pipeline_copies_child.py", "umem", "0")
+    assert r["batches"] == BATCHES and r["sum_ok"]
     assert r["batch_umem"] is True  # collated by PyTorch into umem memory
     assert r["copies"] == {"pin_memory": 0, "to": 0}, r["reasons"]
     assert r["model_copies"] == 0 and r["model_aliases"] == 2  # weight and bias
@@ -24,9 +25,27 @@ def test_with_umem_the_pipeline_makes_no_copy(umtopo, tmp_path, package_dir, xna
 
 
 def test_without_umem_each_batch_is_copied_twice_with_xnack_off(umtopo, tmp_path, package_dir):
-    r = run_child(umtopo, tmp_path, package_dir, False, "pipeline_copies_child.py", "pytorch")
-    assert r["batch_umem"] is False
+    r = run_child(umtopo, tmp_path, package_dir, False, "pipeline_copies_child.py", "pytorch", "0")
+    assert r["batch_umem"] is False and r["sum_ok"]
     assert r["copies"] == {"pin_memory": BATCHES, "to": 0}  # .to is not reached: pin copied
     assert r["model_copies"] == 1  # the weight: PyTorch's copy stops the move here
     assert r["reasons"] == ["the GPU cannot access it"]
     assert r["pinned_for_hip"] == [False] * BATCHES  # PyTorch's pin_memory copies
+
+
+@pytest.mark.parametrize("xnack", [False, True], ids=["xnack_off", "xnack_on"])
+def test_forked_workers_allocate_host_memory_and_their_batches_are_pinned_by_a_copy(
+        umtopo, tmp_path, package_dir, xnack):
+    # Workers fork after umem became the CPU allocator on the doubles (which refuse GPU runtime
+    # calls from a forked child, as KFD does): their samples are host-only umem memory, and the
+    # batches reach this process in shared memory, which umem did not allocate.
+    r = run_child(umtopo, tmp_path, package_dir, xnack, "pipeline_copies_child.py", "umem", "2")
+    assert r["batches"] == BATCHES and r["sum_ok"]
+    assert r["batch_umem"] is False
+    assert r["model_copies"] == 0
+    assert r["pinned_for_hip"] == [False] * BATCHES
+    if xnack:  # the GPU reaches shared memory in place: aliased (registered for the alias's life)
+        assert r["copies"] == {"pin_memory": 0, "to": 0}
+    else:  # one copy per batch, at the pin step, into memory the GPU can use
+        assert r["copies"] == {"pin_memory": BATCHES, "to": 0}
+        assert r["reasons"] == ["the GPU cannot access it"]
