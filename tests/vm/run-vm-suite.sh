@@ -10,7 +10,7 @@
 # Environment:
 #   CI=true                  a QEMU that cannot run is a failure, not a skip
 #   UMEM_VM_TIMEOUT          seconds before a hung VM is killed (default 150)
-#   UMEM_VM_PROGRAM_TIMEOUT  seconds per guest program (default 100)
+#   UMEM_VM_PROGRAM_TIMEOUT  seconds per guest program (default 180)
 #   UMEM_VM_NODE_MIB         memory per node, comma-separated (default 1024,1024,768,1280)
 #   UMEM_VM_CACHE            kernel cache (default DIR/vm/kernel); UMEM_VM_KERNEL, UMEM_VM_NO_PVH:
 #                            see fetch-kernel.sh
@@ -120,7 +120,7 @@ cat >"$work/env" <<EOF
 export HOME=/tmp GTEST_COLOR=no
 export UMEM_VM_EXPECT_NODES=$nodes UMEM_VM_CPUS_PER_NODE=1
 export UMEM_VM_DISTANCES=$local_dist,$remote_dist UMEM_VM_NODE_MIB=$node_mib
-export UMEM_VM_PROGRAM_TIMEOUT=${UMEM_VM_PROGRAM_TIMEOUT:-100}
+export UMEM_VM_PROGRAM_TIMEOUT=${UMEM_VM_PROGRAM_TIMEOUT:-180}
 EOF
 [ -n "$fixtures" ] && echo "export UMEM_FIXTURES_DIR=$fixtures" >>"$work/env"
 "$here/make-initramfs.sh" "$work/initramfs.cpio" "$work/env" "$programs" "${extra_dirs[@]}"
