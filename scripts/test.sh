@@ -59,9 +59,10 @@ if [ "${UMEM_SKIP_TSAN:-0}" != 1 ]; then
   dir=$(scripts/build.sh tsan umem_machine_tests umem_allocator_tests umem_torch_bridge_tests |
         tail -n 1)
   # The fault-injection sweeps run one thread (and under ASan above): nothing for TSan to see.
-  # So do the forked-child tests of the GPU mappers, whose child GCC 12's TSan reports reading a
-  # mutex that the parent's pthread_atfork prepare handler locked, though the child handler
-  # unlocked it before (fork_safety.hpp; the release and ASan stages run them).
+  # So do the forked-child tests of the GPU mappers: the child makes the pool index's
+  # shared_mutex, locked by the atfork prepare handler, anew (allocator/src/fork_guard.cpp: glibc's
+  # rwlock cannot be unlocked there), which GCC 12's TSan does not see, so it reports the child's
+  # first read lock of it. The release and ASan stages run them.
   TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$dir" -L 'machine|allocator|torch_bridge' \
     -E 'FaultInjection\.EveryUpstreamCallMayFailOnce|ForkedChildOn' --output-on-failure -j 2
 fi
