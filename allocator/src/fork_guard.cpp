@@ -129,12 +129,27 @@ creating_process::creating_process() noexcept : pid_(static_cast<int>(::getpid()
 
 bool creating_process::is_other() const noexcept { return static_cast<int>(::getpid()) != pid_; }
 
-// A std::mutex (a normal pthread mutex) unlocks in the child like anywhere; glibc's rwlock takes
-// an unlock by a thread id other than its writer's for a reader's, so the child makes it anew.
-std::shared_ptr<void> lock_around_fork(std::mutex& m, fork_rank rank) {
+namespace {
+
+// A std::mutex (a normal pthread mutex) and a spin lock unlock in the child like anywhere.
+template <class Lock>
+std::shared_ptr<void> unlocked_in_child(Lock& m, fork_rank rank) {
   return std::make_shared<detail::fork_guard>(
       rank, [&m] { m.lock(); }, [&m] { m.unlock(); }, [&m] { m.unlock(); });
 }
+
+}  // namespace
+
+std::shared_ptr<void> lock_around_fork(std::mutex& m, fork_rank rank) {
+  return unlocked_in_child(m, rank);
+}
+
+std::shared_ptr<void> lock_around_fork(umem::detail::spin_lock& m, fork_rank rank) {
+  return unlocked_in_child(m, rank);
+}
+
+// glibc's rwlock takes an unlock by a thread id other than its writer's for a reader's, so the
+// child makes it anew.
 
 std::shared_ptr<void> lock_around_fork(std::shared_mutex& m, fork_rank rank) {
   return std::make_shared<detail::fork_guard>(

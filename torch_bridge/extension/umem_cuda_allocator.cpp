@@ -41,9 +41,9 @@
 //     umem_torch_pluggable_malloc (enabling.py:174).
 //  3. The C ABI: umem_torch_extension_alloc (enabling.cpp:168) or umem_torch_pluggable_malloc
 //     (enabling.cpp:138) calls the process's bridge.
-//  4. The bridge: bridge::allocate (bridge.cpp:301) first reuses a block freed on the same stream,
-//     cache_->reuse (bridge.cpp:322, stream_ordered_cache.cpp); else bridge::allocate_capped
-//     (bridge.cpp:257) asks umem's allocator, alloc_->allocate (bridge.cpp:277), under the memory
+//  4. The bridge: bridge::allocate (bridge.cpp:294) first reuses a block freed on the same stream,
+//     cache_->reuse (bridge.cpp:339, stream_ordered_cache.cpp); else bridge::allocate_capped
+//     (bridge.cpp:270) asks umem's allocator, alloc_->allocate (bridge.cpp:270), under the memory
 //     fraction's cap.
 //  5. The allocator: allocator::allocate (allocator.cpp:359) takes a cached block of the policy's
 //     pool, allocate_cached (caching_pool.hpp:213), without a lock where it can (Note [Fast path]);
@@ -54,10 +54,10 @@
 // calls fn.umem_torch_extension_release (umem_cuda_allocator.cpp:225) and so
 // umem_torch_extension_release (enabling.cpp:178); in pluggable mode CUDAPluggableAllocator's
 // raw_delete calls umem_torch_pluggable_free (enabling.cpp:151). Both call bridge::deallocate
-// (bridge.cpp:347): a block of the device's sole stream goes straight back to the allocator;
-// others wait in the stream-ordered cache, cache_->deallocate (bridge.cpp:373, Note
+// (bridge.cpp:366): a block of the device's sole stream goes straight back to the allocator;
+// others wait in the stream-ordered cache, cache_->deallocate (bridge.cpp:366, Note
 // [Stream-ordered reuse] in umem_torch.h), until their streams' work is done, then
-// bridge::released (bridge.cpp:175) hands them to allocator::deallocate (allocator.cpp:435),
+// bridge::released (bridge.cpp:186) hands them to allocator::deallocate (allocator.cpp:435),
 // which returns them to their pool: deallocate_cached (caching_pool.hpp:224), else
 // caching_pool::deallocate_if_owned (caching_pool.cpp:505).
 //

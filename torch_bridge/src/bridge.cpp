@@ -15,8 +15,6 @@
 namespace umem::torch_bridge {
 namespace {
 
-constexpr std::size_t small_limit = std::size_t{1} << 20;  // PyTorch's largest "small" block
-
 // Why memory not from umem cannot be given to the GPU, in the backend's terms.
 std::string no_gpu_access_reason(const topology& topo) {
   const machine::gpu_runtime_kind runtime = machine::selected_gpu_runtime(topo);
@@ -42,7 +40,7 @@ std::size_t pytorch_size(std::size_t bytes) {
 }
 
 std::size_t class_of(std::size_t reported) {
-  return static_cast<std::size_t>(reported <= small_limit ? alloc::size_class::small_pool
+  return static_cast<std::size_t>(reported <= small_pool_limit ? alloc::size_class::small_pool
                                                           : alloc::size_class::large_pool);
 }
 
@@ -159,17 +157,30 @@ bool bridge::device_memory_is_host(int device) const {
   return !alloc_->device_memory_info(device).has_value();
 }
 
-void bridge::account_allocate(int device, std::size_t reported, std::size_t requested,
-                              bool reused) {
+void bridge::count_allocate(usage& u, std::size_t reported, std::size_t requested, bool reused) {
   const std::size_t cls = class_of(reported);
-  for (usage* u : {&usage_[device], &total_}) {
-    add(u->allocated, cls, static_cast<std::int64_t>(reported));
-    add(u->requested, cls, static_cast<std::int64_t>(requested));
-    add(u->allocation, cls, 1);
-    add(u->active_bytes, cls, static_cast<std::int64_t>(reported));
-    add(u->active, cls, 1);
-    if (reused) ++u->stream_reuses;
-  }
+  add(u.allocated, cls, static_cast<std::int64_t>(reported));
+  add(u.requested, cls, static_cast<std::int64_t>(requested));
+  add(u.allocation, cls, 1);
+  add(u.active_bytes, cls, static_cast<std::int64_t>(reported));
+  add(u.active, cls, 1);
+  if (reused) ++u.stream_reuses;
+}
+
+void bridge::count_free(usage& u, std::size_t reported, std::size_t requested, bool active) {
+  const std::size_t cls = class_of(reported);
+  sub(u.allocated, cls, static_cast<std::int64_t>(reported));
+  sub(u.requested, cls, static_cast<std::int64_t>(requested));
+  sub(u.allocation, cls, 1);
+  if (!active) return;
+  sub(u.active_bytes, cls, static_cast<std::int64_t>(reported));
+  sub(u.active, cls, 1);
+}
+
+bridge::host_shard& bridge::shard_of(const void* p) const {
+  // Fibonacci hashing: the top bits of the product mix every bit of the address.
+  const std::uint64_t h = std::uint64_t{key_of(p)} * 0x9e3779b97f4a7c15ULL;
+  return host_shards_[h >> (64 - host_shard_bits)];
 }
 
 void bridge::released(const held_block& b, bool shared) {
@@ -210,7 +221,9 @@ std::pair<std::int64_t, std::int64_t> bridge::reserved_of(int device, bool own) 
 }
 
 void bridge::throw_oom(std::size_t bytes, int device, const std::string& detail) {
-  {
+  if (device < 0) {
+    host_stats_.out_of_memory();
+  } else {
     std::lock_guard lock(mutex_);
     ++usage_[device].num_ooms;
     ++total_.num_ooms;
@@ -269,6 +282,10 @@ void* bridge::allocate_capped(std::size_t bytes, alloc::request r, int device,
   r.report = &report;
   auto count_retries = [&] {
     if (report.retries == 0) return;
+    if (device < 0) {
+      host_stats_.retried(report.retries);
+      return;
+    }
     std::lock_guard lock(mutex_);
     usage_[device].num_alloc_retries += report.retries;
     total_.num_alloc_retries += report.retries;
@@ -321,7 +338,7 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
     if (device >= 0)
       if (const auto reused = cache_->reuse(reported, device, stream)) {
         this_call.stream_cache = true;
-        account_allocate(device, reported, bytes, true);
+        for (usage* u : {&usage_[device], &total_}) count_allocate(*u, reported, bytes, true);
         remember(reused->p, live_block{bytes, stream, nullptr, device});
         return reused->p;
       }
@@ -339,40 +356,51 @@ void* bridge::allocate(std::size_t bytes, int device, void* stream) {
   void* p = allocate_capped(reported, std::move(r), device, cap);
   std::lock_guard lock(mutex_);
   ++this_call.locks;
-  account_allocate(device, reported, bytes, false);
+  for (usage* u : {&usage_[device], &total_}) count_allocate(*u, reported, bytes, false);
   remember(p, live_block{bytes, stream, nullptr, device});
   return p;
 }
 
+// Either free takes the other's blocks too (each answers not_found for neither): callers of the
+// C ABI's two frees need not tell them apart.
 void bridge::deallocate(void* p) {
   if (p == nullptr) return;
   this_call = {};
+  if (!free_device_block(p) && !free_host_block(p))
+    throw_error(errc::not_found, "umem torch bridge: free of a pointer that is not a live allocation");
+}
+
+bool bridge::free_device_block(void* p) {
   std::unique_lock lock(mutex_);
   ++this_call.locks;
   std::optional<live_block> taken = live_.take(key_of(p));
-  if (!taken)
-    throw_error(errc::not_found, "umem torch bridge: free of a pointer that is not a live allocation");
+  if (!taken) return false;
   const live_block l = std::move(*taken);
   const std::size_t reported = pytorch_size(l.requested);
-  const std::size_t cls = class_of(reported);
-  for (usage* u : {&usage_[l.device], &total_}) {
-    sub(u->allocated, cls, static_cast<std::int64_t>(reported));
-    sub(u->requested, cls, static_cast<std::int64_t>(l.requested));
-    sub(u->allocation, cls, 1);
-    // A block used on its own stream only is free for that stream at once, as in PyTorch.
-    if (!l.shared()) {
-      sub(u->active_bytes, cls, static_cast<std::int64_t>(reported));
-      sub(u->active, cls, 1);
-    }
-  }
+  // A block used on its own stream only is free for that stream at once, as in PyTorch.
+  for (usage* u : {&usage_[l.device], &total_}) count_free(*u, reported, l.requested, !l.shared());
   if (frees_at_once(l)) {
     lock.unlock();
     alloc_->deallocate(p);
-    return;
+    return true;
   }
   cache_->deallocate(held_block{p, reported, l.device}, l.stream,
                      l.uses ? std::span<void* const>(*l.uses) : std::span<void* const>(),
                      captures_.load() > 0);
+  return true;
+}
+
+bool bridge::free_host_block(void* p) {
+  std::optional<std::size_t> requested;
+  {
+    host_shard& s = shard_of(p);
+    std::lock_guard lock(s.lock);
+    requested = s.live.take(key_of(p));
+  }
+  if (!requested) return false;
+  host_stats_.freed(pytorch_size(*requested), *requested);
+  alloc_->deallocate(p);
+  return true;
 }
 
 void bridge::record_stream(void* p, void* stream) {
@@ -389,8 +417,13 @@ void bridge::record_stream(void* p, void* stream) {
 }
 
 bool bridge::owns(const void* p) const {
-  std::lock_guard lock(mutex_);
-  return live_.contains(key_of(p));
+  {
+    std::lock_guard lock(mutex_);
+    if (live_.contains(key_of(p))) return true;
+  }
+  const host_shard& s = shard_of(p);
+  std::lock_guard lock(s.lock);
+  return s.live.contains(key_of(p));
 }
 
 void* bridge::allocate_host(std::size_t bytes, int node) {
@@ -399,13 +432,29 @@ void* bridge::allocate_host(std::size_t bytes, int node) {
   if (node >= 0) r.where = alloc::placement{alloc::placement_kind::node, node, {}};
   const std::size_t reported = pytorch_size(bytes);
   void* p = allocate_capped(reported, r, -1);
-  std::lock_guard lock(mutex_);
-  account_allocate(-1, reported, bytes, false);
-  remember(p, live_block{bytes, nullptr, nullptr, -1});
+  try {
+    host_stats_.allocated(reported, bytes);  // std::bad_alloc only on a thread's first call
+  } catch (...) {
+    alloc_->deallocate(p);
+    throw;
+  }
+  try {
+    host_shard& s = shard_of(p);
+    std::lock_guard lock(s.lock);
+    s.live.insert(key_of(p), bytes);  // growing the table may throw std::bad_alloc
+  } catch (...) {
+    host_stats_.freed(reported, bytes);
+    alloc_->deallocate(p);
+    throw;
+  }
   return p;
 }
 
-void bridge::deallocate_host(void* p) { deallocate(p); }
+void bridge::deallocate_host(void* p) {
+  if (p == nullptr) return;
+  if (!free_host_block(p) && !free_device_block(p))
+    throw_error(errc::not_found, "umem torch bridge: free of a pointer that is not a live allocation");
+}
 
 void* bridge::allocate_segment(std::size_t bytes, int device) {
   if (bytes == 0) throw_error(errc::invalid_argument, "umem torch bridge: allocation of 0 bytes");
@@ -598,8 +647,8 @@ device_stats bridge::stats(int device) const {
     out.num_device_free += r.stats[alloc::counter::upstream_frees];
   }
   std::lock_guard lock(mutex_);
-  const usage none;
-  const usage* u = &usage_of(device, none);
+  const usage copy = usage_of(device);
+  const usage* u = &copy;
   out.allocation = u->allocation;
   out.allocated_bytes = u->allocated;
   out.requested_bytes = u->requested;
@@ -646,8 +695,8 @@ std::map<std::string, std::int64_t> bridge::memory_stats(int device) const {
   std::lock_guard lock(mutex_);
   out["umem.held_for_streams_bytes"] =
       device == host ? 0 : static_cast<std::int64_t>(cache_->held_bytes(device));
-  const usage none;
-  const usage* u = &usage_of(device, none);
+  const usage copy = usage_of(device);
+  const usage* u = &copy;
   out["umem.stream_reuses"] = u->stream_reuses;
   out["umem.limit_bytes"] = u->cap_bytes ? static_cast<std::int64_t>(*u->cap_bytes) : -1;
   out["umem.lent_bytes"] = u->lent_bytes;  // segments of PyTorch's own (private) pools
@@ -656,16 +705,42 @@ std::map<std::string, std::int64_t> bridge::memory_stats(int device) const {
   return out;
 }
 
-const bridge::usage& bridge::usage_of(int device, const usage& none) const {
-  if (device == all_devices) return total_;
-  auto it = usage_.find(device == host ? -1 : device);
-  return it == usage_.end() ? none : it->second;
+bridge::usage bridge::usage_of(int device) const {
+  usage u;
+  if (device == all_devices) {
+    u = total_;
+  } else if (device >= 0) {
+    if (auto it = usage_.find(device); it != usage_.end()) u = it->second;
+    return u;
+  }
+  usage h;
+  const host_statistics::snapshot hs = host_stats_.read();
+  h.allocated = h.active_bytes = hs.allocated_bytes;
+  h.requested = hs.requested_bytes;
+  h.allocation = h.active = hs.allocation;
+  h.num_ooms = hs.num_ooms;
+  h.num_alloc_retries = hs.num_alloc_retries;
+  if (device == host) return h;
+  const auto to = u.gauges(), from = h.gauges();
+  for (std::size_t g = 0; g < to.size(); ++g)
+    for (std::size_t c = 0; c < alloc::size_class_count; ++c) {
+      alloc::stat& a = (*to[g])[c];
+      const alloc::stat& b = (*from[g])[c];
+      a.current += b.current;
+      a.peak += b.peak;  // Note [Host path]
+      a.allocated += b.allocated;
+      a.freed += b.freed;
+    }
+  u.num_ooms += h.num_ooms;
+  u.num_alloc_retries += h.num_alloc_retries;
+  return u;
 }
 
 template <class F>
 void bridge::for_each_usage(int device, F&& f) {
-  if (device >= 0 || device == host) {
-    f(usage_[device == host ? -1 : device]);
+  std::lock_guard lock(mutex_);
+  if (device >= 0) {
+    f(usage_[device]);
     return;
   }
   for (auto& [d, u] : usage_) f(u);
@@ -673,19 +748,19 @@ void bridge::for_each_usage(int device, F&& f) {
 }
 
 void bridge::reset_peak_stats(int device) {
-  {
-    std::lock_guard lock(mutex_);
+  if (device == host || device == all_devices) host_stats_.reset_peaks();
+  if (device != host)
     for_each_usage(device, [](usage& u) {
       for (device_stats::by_class* s : u.gauges()) reset_peaks(*s);
     });
-  }
   // Segments are the pools': their peaks restart too (other devices' pools included when they
   // share a node, as reserved_bytes does).
   alloc_->reset_peak_stats();
 }
 
 void bridge::reset_accumulated_stats(int device) {
-  std::lock_guard lock(mutex_);
+  if (device == host || device == all_devices) host_stats_.reset_accumulated();
+  if (device == host) return;
   for_each_usage(device, [](usage& u) {
     for (device_stats::by_class* s : u.gauges()) reset_accumulated(*s);
     u.num_ooms = u.num_alloc_retries = 0;
@@ -705,11 +780,20 @@ std::vector<segment_view> bridge::segments(int device) const {
       for (const alloc::block_snapshot& b : s.blocks) {
         block_view bv{b.size, 0, false, false};
         // A block umem handed out but PyTorch freed waits for its streams: free for PyTorch.
-        if (b.allocated)
+        if (b.allocated) {
+          std::optional<std::size_t> requested;
           if (const live_block* l = live_.find(s.base + b.offset)) {
-            bv.allocated = bv.active = true;
-            bv.requested = l->requested;
+            requested = l->requested;
+          } else {
+            const host_shard& h = shard_of(reinterpret_cast<const void*>(s.base + b.offset));
+            std::lock_guard host_lock(h.lock);  // after mutex_, as everywhere
+            if (const std::size_t* n = h.live.find(s.base + b.offset)) requested = *n;
           }
+          if (requested) {
+            bv.allocated = bv.active = true;
+            bv.requested = *requested;
+          }
+        }
         v.blocks.push_back(bv);
       }
       out.push_back(std::move(v));

@@ -46,6 +46,37 @@ std::mutex ranges_mutex;
 std::array<range, max_ranges> ranges_;
 std::size_t range_count_ = 0;
 
+// Records a range umem holds. Caller holds ranges_mutex.
+void add_range(std::uintptr_t lo, std::uintptr_t hi) {
+  if (range_count_ == max_ranges) {
+    std::fputs("os_call_faults: more than max_ranges mappings in one run\n", stderr);
+    std::abort();
+  }
+  ranges_[range_count_++] = {lo, hi};
+}
+
+// Drops [lo, hi) from the recorded ranges once umem unmapped it: the address space is no longer
+// umem's, and glibc may map a thread's malloc arena there later (its mmap is not wrapped), which
+// must not count as umem's. Caller holds ranges_mutex.
+void forget_range(std::uintptr_t lo, std::uintptr_t hi) {
+  for (std::size_t i = 0; i < range_count_;) {
+    range& r = ranges_[i];
+    if (r.hi <= lo || hi <= r.lo) {
+      ++i;
+    } else if (lo <= r.lo && r.hi <= hi) {
+      r = ranges_[--range_count_];  // wholly unmapped; look at the moved-in one next
+    } else if (r.lo < lo && hi < r.hi) {
+      const std::uintptr_t tail = r.hi;
+      r.hi = lo;
+      add_range(hi, tail);
+      ++i;
+    } else {
+      if (r.lo < lo) r.hi = lo; else r.lo = hi;
+      ++i;
+    }
+  }
+}
+
 kind advice_kind(int advice) {
   switch (advice) {
     case MADV_HUGEPAGE: return k_hugepage;
@@ -188,12 +219,8 @@ void* __wrap_mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off
   void* p = __real_mmap(addr, len, prot, flags, fd, off);
   if (p != MAP_FAILED && !(flags & MAP_FIXED)) {
     const std::lock_guard<std::mutex> lock(faults::ranges_mutex);
-    if (faults::range_count_ == faults::max_ranges) {
-      std::fputs("os_call_faults: more than max_ranges mappings in one run\n", stderr);
-      std::abort();
-    }
     const auto lo = reinterpret_cast<std::uintptr_t>(p);
-    faults::ranges_[faults::range_count_++] = {lo, lo + len};
+    faults::add_range(lo, lo + len);
   }
   return p;
 }
@@ -207,7 +234,13 @@ int __wrap_munmap(void* addr, size_t len) {
     }
     faults::skipped_.fetch_add(1);
   }
-  return __real_munmap(addr, len);
+  const int rc = __real_munmap(addr, len);
+  if (rc == 0) {
+    const auto lo = reinterpret_cast<std::uintptr_t>(addr);
+    const std::lock_guard<std::mutex> lock(faults::ranges_mutex);
+    faults::forget_range(lo, lo + len);
+  }
+  return rc;
 }
 
 long __wrap_mbind(void* addr, unsigned long len, int mode, const unsigned long* nodemask,

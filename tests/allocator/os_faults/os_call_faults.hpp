@@ -52,7 +52,8 @@ std::vector<std::pair<std::string, std::size_t>> calls_by_kind();
 // How many calls of each kind failed since arm().
 std::vector<std::pair<std::string, std::size_t>> injected_by_kind();
 
-// Every range a successful non-fixed mmap returned since arm(): the address space umem took.
+// Every range a successful non-fixed mmap returned since arm(), less what munmap gave back: the
+// address space umem holds.
 struct range {
   std::uintptr_t lo = 0;
   std::uintptr_t hi = 0;

@@ -39,6 +39,8 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "umem/core/detail/spin_lock.hpp"
+
 namespace umem::alloc {
 
 // Nesting order of umem's locks, outermost first (Note [Fork]).
@@ -67,5 +69,6 @@ class creating_process {
 // umem::error(runtime_error) when pthread_atfork fails.
 [[nodiscard]] std::shared_ptr<void> lock_around_fork(std::mutex& m, fork_rank rank);
 [[nodiscard]] std::shared_ptr<void> lock_around_fork(std::shared_mutex& m, fork_rank rank);
+[[nodiscard]] std::shared_ptr<void> lock_around_fork(umem::detail::spin_lock& m, fork_rank rank);
 
 }  // namespace umem::alloc

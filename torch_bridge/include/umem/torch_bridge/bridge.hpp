@@ -15,7 +15,7 @@
 // Thread safety: every member function may be called from any thread.
 //
 // Note [One lock]
-// One mutex guards the bridge's statistics, its live blocks and the stream-ordered cache
+// One mutex guards the bridge's GPU statistics, its live GPU blocks and the stream-ordered cache
 // (stream_ordered_cache has no lock of its own), so a PyTorch malloc that reuses a block freed on
 // its stream takes that one lock and no other, and a free takes it once. A malloc the cache cannot
 // serve takes it again after the umem allocator (its own pools' locks) has served it: the
@@ -44,6 +44,18 @@
 // appearing during a graph capture, when waiting is illegal, gets a segment of its own (Note [Own
 // segments] in caching_pool.hpp) until no capture is underway; frees during a capture go through
 // the cache as before.
+//
+// Note [Host path]
+// CPU tensors (allocate_host: PyTorch's CPU allocator once umem is it) have no streams, so they
+// need none of mutex_'s state. Intra-op kernels and data-loading threads allocate CPU tensors from
+// several threads at once, and behind mutex_ two such threads took 4 times PyTorch's time per
+// alloc+free (bench/torch_alloc/cpu_alloc_free.py): they slept on the mutex and moved the shared
+// counters and table between their cores on every call. So CPU tensors write nothing two threads
+// share on their way: their statistics are per thread (host_statistics.hpp), and their live
+// blocks are spread over host_shards tables by address, each behind a spin lock (Note [Spin lock]
+// in spin_lock.hpp), so two threads meet in one only when their blocks hash alike. The host's
+// statistics and the GPUs' are counted apart, so the peaks of everything together (all_devices)
+// add the two peaks: at least the true joint peak, exact when only one of them allocates.
 #pragma once
 
 #include <array>
@@ -65,6 +77,8 @@
 #include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/pool_stats.hpp"
 #include "umem/core/detail/address_map.hpp"
+#include "umem/core/detail/spin_lock.hpp"
+#include "umem/torch_bridge/host_statistics.hpp"
 #include "umem/torch_bridge/stream_ordered_cache.hpp"
 
 namespace umem::torch_bridge {
@@ -118,6 +132,9 @@ struct call_trace {
   std::uint8_t locks = 0;       // times the bridge's mutex was taken
 };
 const call_trace& last_call_trace() noexcept;
+
+// PyTorch's largest "small_pool" block (Note [Sizes PyTorch sees]).
+inline constexpr std::size_t small_pool_limit = std::size_t{1} << 20;
 
 // 2^60: PyTorch refuses such a request before trying ("more than 1EB").
 inline constexpr std::uint64_t one_exabyte = std::uint64_t{1} << 60;
@@ -188,7 +205,8 @@ class bridge {
   double memory_fraction(int device) const;
   // {free, total} bytes (umem_torch.h).
   std::pair<std::uint64_t, std::uint64_t> mem_get_info(int device) const;
-  // PyTorch's keys (docs/torch-bridge.md) for `device` >= 0, of every device and the host (all_devices), or of the host's
+  // PyTorch's keys (docs/torch-bridge.md) for `device` >= 0, of every device and the host
+  // (all_devices; its peaks add the GPUs' and the host's, Note [Host path]), or of the host's
   // allocations alone (host: CPU tensors; reserved and segments are those of every host-memory
   // pool, which on an APU hold GPU tensors too).
   static constexpr int all_devices = -1;
@@ -218,7 +236,7 @@ class bridge {
   std::string describe() const;
 
  private:
-  struct usage {  // one device's (or the host's, key -1) share; guarded by mutex_
+  struct usage {  // one device's share (guarded by mutex_), or the host's (host_.lock)
     device_stats::by_class allocated, requested, allocation, active, active_bytes;
     std::int64_t num_ooms = 0;
     std::int64_t num_alloc_retries = 0;
@@ -242,11 +260,13 @@ class bridge {
     bool shared() const { return uses && !uses->empty(); }
   };
   alloc::request request_for(int device) const;
-  // f(usage&) for `device`'s share, or every share and the total for -1; mutex_ held.
+  // f(usage&) for `device`'s share (>= 0), or every device's and the total (all_devices), under
+  // mutex_, which this takes.
   template <class F>
   void for_each_usage(int device, F&& f);
-  // The usage statistics of `device` (>= 0, all_devices or host); `none` when it has none yet.
-  const usage& usage_of(int device, const usage& none) const;
+  // A copy of the usage statistics of `device` (>= 0, all_devices or host); all_devices adds
+  // the host's (Note [Host path]). mutex_ held.
+  usage usage_of(int device) const;
   // The cache_ and this bridge's rung of the allocator's reclaim ladder (the constructors' part).
   void attach(event_factory events);
   // `r` from the allocator, whose reclaim ladder does all the retrying (Note [Reclaim ladder] in
@@ -258,7 +278,12 @@ class bridge {
   // to PyTorch's own pools, plus what those pools reserve (set_external_reserved).
   std::int64_t reserved_for_cap(int device) const;
   [[noreturn]] void throw_oom(std::size_t bytes, int device, const std::string& detail);
-  void account_allocate(int device, std::size_t reported, std::size_t requested, bool reused);
+  // The statistics of an allocation of `reported` bytes (`requested` asked for) and of its free.
+  static void count_allocate(usage& u, std::size_t reported, std::size_t requested, bool reused);
+  static void count_free(usage& u, std::size_t reported, std::size_t requested, bool active);
+  // Frees `p` when it is a live GPU (host) block; false when it is not one.
+  bool free_device_block(void* p);
+  bool free_host_block(void* p);
   // cache_->release_all under mutex_; the bytes released.
   std::size_t release_held(bool synchronized);
   // allocator::trim between a wait for every device's sole stream (unless `synchronized`) and
@@ -295,8 +320,8 @@ class bridge {
   std::atomic<int> capped_devices_{0};  // devices whose usage has a cap_bytes
   mutable std::mutex mutex_;     // guards what follows and cache_ (Note [One lock])
   std::shared_ptr<void> fork_ = alloc::lock_around_fork(mutex_, alloc::fork_rank::bridge);
-  std::map<int, usage> usage_;   // by device; -1 for host allocations
-  usage total_;                  // every device and the host together (peaks of the sum)
+  std::map<int, usage> usage_;   // by device
+  usage total_;                  // every device together (peaks of the sum)
   // One entry per block PyTorch holds (Note [Address map]), with room for live_reserve blocks
   // from the start so that the first thousands of mallocs do not grow it (growing moves every
   // entry under the lock).
@@ -315,6 +340,17 @@ class bridge {
   // Per GPU: 0 not asked yet, 1 a candidate, 2 not; empty without events or with max_cached.
   std::vector<std::atomic<signed char>> sole_kinds_;
   std::unordered_map<const void*, std::pair<std::size_t, int>> lent_;  // usable bytes, device
+  // CPU tensors' live blocks (Note [Host path]): requested bytes by block, in the shard of the
+  // block's address.
+  struct alignas(64) host_shard {
+    mutable detail::spin_lock lock;  // guards live
+    std::shared_ptr<void> fork = alloc::lock_around_fork(lock, alloc::fork_rank::bridge);
+    detail::address_map<std::size_t> live{256};
+  };
+  static constexpr unsigned host_shard_bits = 5;
+  mutable std::array<host_shard, std::size_t{1} << host_shard_bits> host_shards_;
+  host_shard& shard_of(const void* p) const;
+  host_statistics host_stats_{small_pool_limit};
 };
 
 }  // namespace umem::torch_bridge

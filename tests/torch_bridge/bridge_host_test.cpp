@@ -1,0 +1,181 @@
+// The torch bridge's CPU tensors (allocate_host, Note [Host path] in bridge.hpp): their own lock,
+// live blocks and statistics, next to the GPU blocks'. Threads allocate and free CPU tensors
+// (each other's too) while others use the GPU path and read statistics (run under TSan in CI);
+// the statistics stay exact, the GPUs' and the host's add up for all_devices, and either free
+// takes either kind of block.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "torch_bridge/bridge_fixture.hpp"
+#include "umem/core/error.hpp"
+#include "umem/torch_bridge/bridge.hpp"
+
+namespace {
+
+using namespace umem;
+using torch_bridge::bridge;
+using umem::torch_bridge::test::fixture;
+
+void* stream0() { return reinterpret_cast<void*>(std::uintptr_t{0x1000}); }
+
+TEST(bridge_host, cpu_tensors_from_threads_stay_apart_and_count_exactly) {
+  fixture f;
+  constexpr int threads = 4;
+  constexpr int rounds = 4000;
+  std::atomic<int> corrupted{0};
+  std::atomic<bool> done{false};
+  std::mutex handed_mutex;
+  std::vector<std::pair<unsigned char*, unsigned char>> handed;  // freed by another thread
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t + 100));
+      std::vector<std::pair<unsigned char*, unsigned char>> mine;
+      for (int i = 0; i < rounds; ++i) {
+        const std::size_t n = rng() % 8 == 0 ? (64u << 10) + rng() % (2u << 20) : 1 + rng() % 4096;
+        auto* p = static_cast<unsigned char*>(f.b->allocate_host(n, -1));
+        const auto mark = static_cast<unsigned char>(t * 64 + i % 64);
+        std::memset(p, mark, std::min<std::size_t>(n, 256));
+        if (i % 5 == 0) {
+          const std::lock_guard lock(handed_mutex);
+          if (!handed.empty() && rng() % 2 == 0) {  // another thread's block
+            const auto [q, m] = handed.back();
+            handed.pop_back();
+            if (q[0] != m) corrupted.fetch_add(1);
+            f.b->deallocate_host(q);
+          }
+          handed.emplace_back(p, mark);
+          continue;
+        }
+        mine.emplace_back(p, mark);
+        if (mine.size() > 16) {
+          const std::size_t k = rng() % mine.size();
+          if (mine[k].first[0] != mine[k].second) corrupted.fetch_add(1);
+          f.b->deallocate_host(mine[k].first);
+          mine[k] = mine.back();
+          mine.pop_back();
+        }
+      }
+      for (const auto& [p, m] : mine) f.b->deallocate_host(p);
+    });
+  // The GPU path and the statistics at the same time.
+  std::thread gpu([&] {
+    while (!done.load()) {
+      void* p = f.b->allocate(4096, 0, stream0());
+      (void)f.b->memory_stats(bridge::all_devices);
+      (void)f.b->stats(bridge::host);
+      f.b->deallocate(p);
+    }
+  });
+  for (auto& w : workers) w.join();
+  done.store(true);
+  gpu.join();
+
+  EXPECT_EQ(corrupted.load(), 0);
+  const torch_bridge::device_stats s = f.b->stats(bridge::host);
+  EXPECT_EQ(s.allocation[0].current, static_cast<std::int64_t>(handed.size()));
+  EXPECT_EQ(s.allocation[0].allocated, threads * rounds);
+  for (const auto& [p, m] : handed) {
+    EXPECT_EQ(p[0], m);
+    f.b->deallocate_host(p);
+  }
+  const torch_bridge::device_stats after = f.b->stats(bridge::host);
+  EXPECT_EQ(after.allocation[0].current, 0);
+  EXPECT_EQ(after.allocated_bytes[0].current, 0);
+  EXPECT_EQ(after.requested_bytes[0].current, 0);
+  EXPECT_EQ(after.active_bytes[0].current, 0);
+  EXPECT_EQ(f.b->stats(0).allocation[0].current, 0);
+}
+
+TEST(bridge_host, statistics_of_the_host_and_of_everything) {
+  fixture f;
+  void* h = f.b->allocate_host(1000, -1);  // PyTorch's rounding: 1024 bytes
+  void* g = f.b->allocate(3000, 0, stream0());  // 3072
+  const auto host = f.b->memory_stats(bridge::host);
+  EXPECT_EQ(host.at("allocated_bytes.all.current"), 1024);
+  EXPECT_EQ(host.at("requested_bytes.all.current"), 1000);
+  EXPECT_EQ(host.at("allocation.small_pool.current"), 1);
+  EXPECT_EQ(f.b->memory_stats(0).at("allocated_bytes.all.current"), 3072);
+  auto all = f.b->memory_stats(bridge::all_devices);
+  EXPECT_EQ(all.at("allocated_bytes.all.current"), 1024 + 3072);
+  EXPECT_EQ(all.at("allocation.all.current"), 2);
+  EXPECT_EQ(all.at("requested_bytes.all.allocated"), 4000);
+
+  f.b->deallocate_host(h);
+  void* h2 = f.b->allocate_host(600, -1);  // 1024 again: the host's peak stays 1024
+  EXPECT_EQ(f.b->memory_stats(bridge::host).at("allocated_bytes.all.peak"), 1024);
+  all = f.b->memory_stats(bridge::all_devices);
+  EXPECT_EQ(all.at("allocated_bytes.all.current"), 1024 + 3072);
+  EXPECT_EQ(all.at("allocated_bytes.all.peak"), 1024 + 3072);  // the two peaks added
+  EXPECT_EQ(all.at("allocation.all.allocated"), 3);
+  EXPECT_EQ(all.at("allocation.all.freed"), 1);
+
+  f.b->deallocate_host(h2);
+  f.b->reset_peak_stats(bridge::host);
+  EXPECT_EQ(f.b->memory_stats(bridge::host).at("allocated_bytes.all.peak"), 0);
+  EXPECT_EQ(f.b->memory_stats(0).at("allocated_bytes.all.peak"), 3072);
+  EXPECT_EQ(f.b->memory_stats(bridge::all_devices).at("allocated_bytes.all.peak"), 3072);
+  f.b->reset_accumulated_stats(bridge::all_devices);
+  EXPECT_EQ(f.b->memory_stats(bridge::host).at("allocation.all.allocated"), 0);
+  EXPECT_EQ(f.b->memory_stats(0).at("allocation.all.allocated"), 0);
+  f.b->deallocate(g);
+}
+
+// Threads that end leave their counts behind (host_statistics.hpp): the main thread allocates a
+// block, 50 threads one after the other allocate 3 blocks each and end, the main thread allocates
+// another and then frees them all. The peaks see every thread's blocks.
+TEST(bridge_host, threads_that_end_keep_their_counts_and_the_peak_is_exact) {
+  fixture f;
+  std::vector<void*> blocks{f.b->allocate_host(1000, -1)};
+  for (int t = 0; t < 50; ++t)
+    std::thread([&] {
+      for (int i = 0; i < 3; ++i) blocks.push_back(f.b->allocate_host(1000, -1));
+    }).join();
+  blocks.push_back(f.b->allocate_host(1000, -1));
+  auto s = f.b->memory_stats(bridge::host);
+  EXPECT_EQ(s.at("allocation.all.current"), 152);
+  EXPECT_EQ(s.at("allocated_bytes.all.current"), 152 * 1024);
+  EXPECT_EQ(s.at("allocated_bytes.all.peak"), 152 * 1024);
+  EXPECT_EQ(s.at("allocated_bytes.small_pool.peak"), 152 * 1024);
+  EXPECT_EQ(s.at("requested_bytes.all.peak"), 152 * 1000);
+  for (void* p : blocks) f.b->deallocate_host(p);
+  s = f.b->memory_stats(bridge::host);
+  EXPECT_EQ(s.at("allocation.all.current"), 0);
+  EXPECT_EQ(s.at("allocation.all.freed"), 152);
+  EXPECT_EQ(s.at("allocated_bytes.all.peak"), 152 * 1024);
+  EXPECT_EQ(s.at("allocated_bytes.large_pool.peak"), 0);
+}
+
+TEST(bridge_host, either_free_takes_either_block_and_a_stranger_is_not_found) {
+  fixture f;
+  void* h = f.b->allocate_host(100, -1);
+  void* g = f.b->allocate(100, 0, stream0());
+  EXPECT_TRUE(f.b->owns(h));
+  EXPECT_TRUE(f.b->owns(g));
+  int stranger = 0;
+  EXPECT_FALSE(f.b->owns(&stranger));
+  for (auto free : {&bridge::deallocate, &bridge::deallocate_host}) {
+    try {
+      (f.b.get()->*free)(&stranger);
+      ADD_FAILURE() << "a free of memory the bridge did not allocate returned";
+    } catch (const umem::error& e) {
+      EXPECT_EQ(e.code(), errc::not_found);
+    }
+  }
+  EXPECT_EQ(f.b->memory_stats(bridge::all_devices).at("allocation.all.current"), 2);
+  f.b->deallocate(h);
+  f.b->deallocate_host(g);
+  EXPECT_FALSE(f.b->owns(h));
+  EXPECT_FALSE(f.b->owns(g));
+  EXPECT_EQ(f.b->memory_stats(bridge::all_devices).at("allocation.all.current"), 0);
+  EXPECT_EQ(f.b->memory_stats(bridge::host).at("allocation.all.freed"), 1);
+}
+
+}  // namespace

@@ -1,0 +1,214 @@
+#include "umem/torch_bridge/host_statistics.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "umem/allocator/fork_safety.hpp"
+
+namespace umem::torch_bridge {
+namespace {
+
+// What is counted, per side (0: small_pool, 1: large_pool): cell(gauge, side).
+enum gauge : std::size_t { bytes_gauge, requested_gauge, count_gauge, gauge_count };
+constexpr std::size_t sides = 2;
+constexpr std::size_t cells = gauge_count * sides;
+constexpr std::size_t cell(std::size_t g, std::size_t side) { return g * sides + side; }
+
+// How far a record's balance may drift from what it pushed to the shared totals (Note [Host
+// statistics]): the error of a peak, per other thread.
+constexpr std::int64_t flush_bytes = std::int64_t{4} << 20;
+constexpr std::int64_t flush_count = 256;
+constexpr std::int64_t flush_limit(std::size_t g) {
+  return g == count_gauge ? flush_count : flush_bytes;
+}
+
+using counters = std::array<std::atomic<std::int64_t>, cells>;
+
+// One thread's counts. `in` and `out` are written by their thread only (load, add, store: no
+// read-modify-write instruction) and read by anyone; `pushed` is the owner's alone.
+struct alignas(64) thread_record {
+  counters in{}, out{};
+  std::array<std::int64_t, cells> pushed{};  // of in - out, added to shared::current
+
+  std::int64_t balance(std::size_t c) const {
+    return in[c].load(std::memory_order_relaxed) - out[c].load(std::memory_order_relaxed);
+  }
+  std::int64_t unpushed(std::size_t c) const { return balance(c) - pushed[c]; }
+};
+
+void add_to(std::atomic<std::int64_t>& a, std::int64_t n) {
+  a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
+
+void raise(std::atomic<std::int64_t>& peak, std::int64_t v) {
+  std::int64_t p = peak.load(std::memory_order_relaxed);
+  while (v > p && !peak.compare_exchange_weak(p, v, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+struct host_statistics::shared {
+  std::mutex mutex;  // guards records, idle and the bases; taken on no allocation but a thread's first
+  std::shared_ptr<void> fork = alloc::lock_around_fork(mutex, alloc::fork_rank::bridge);
+  std::deque<thread_record> records;  // stable addresses
+  std::vector<thread_record*> idle;   // of threads that ended
+  counters current{};                 // pushed balances
+  std::array<std::atomic<std::int64_t>, gauge_count * alloc::size_class_count> peak{};
+  std::array<std::int64_t, cells> base_in{}, base_out{};  // reset_accumulated
+  std::atomic<std::int64_t> ooms{0}, retries{0};
+
+  void push(thread_record& r) {
+    for (std::size_t c = 0; c < cells; ++c) {
+      const std::int64_t n = r.unpushed(c);
+      if (n == 0) continue;
+      current[c].fetch_add(n, std::memory_order_relaxed);
+      r.pushed[c] += n;
+    }
+  }
+  // Sums of every record; mutex held.
+  std::array<std::int64_t, cells> sum(const counters thread_record::*which) const {
+    std::array<std::int64_t, cells> s{};
+    for (const thread_record& r : records)
+      for (std::size_t c = 0; c < cells; ++c) s[c] += (r.*which)[c].load(std::memory_order_relaxed);
+    return s;
+  }
+};
+
+namespace {
+
+// The calling thread's record in one host_statistics (a thread counts in one at a time: the
+// process has one bridge; tests switch between several).
+struct thread_slot {
+  std::shared_ptr<host_statistics::shared> owner;
+  thread_record* record = nullptr;
+
+  void release() {
+    if (!owner) return;
+    {
+      const std::lock_guard lock(owner->mutex);
+      owner->push(*record);
+      owner->idle.push_back(record);
+    }
+    owner.reset();
+    record = nullptr;
+  }
+  ~thread_slot() { release(); }
+};
+
+thread_local thread_slot this_thread;
+
+thread_record& record_in(const std::shared_ptr<host_statistics::shared>& s) {
+  if (this_thread.owner == s) return *this_thread.record;
+  this_thread.release();
+  const std::lock_guard lock(s->mutex);
+  thread_record* r = nullptr;
+  if (!s->idle.empty()) {
+    r = s->idle.back();
+    s->idle.pop_back();
+  } else {
+    r = &s->records.emplace_back();
+  }
+  this_thread.owner = s;
+  this_thread.record = r;
+  return *r;
+}
+
+}  // namespace
+
+host_statistics::host_statistics(std::size_t small_limit)
+    : small_limit_(small_limit), shared_(std::make_shared<shared>()) {}
+
+host_statistics::~host_statistics() = default;
+
+void host_statistics::allocated(std::size_t reported, std::size_t requested) {
+  thread_record& r = record_in(shared_);
+  shared& s = *shared_;
+  const std::size_t side = reported <= small_limit_ ? 0 : 1;
+  const std::int64_t n[gauge_count] = {static_cast<std::int64_t>(reported),
+                                       static_cast<std::int64_t>(requested), 1};
+  bool push = false;
+  for (std::size_t g = 0; g < gauge_count; ++g) {
+    const std::size_t mine = cell(g, side), other = cell(g, 1 - side);
+    add_to(r.in[mine], n[g]);
+    const std::int64_t here = s.current[mine].load(std::memory_order_relaxed) + r.unpushed(mine);
+    const std::int64_t all =
+        here + s.current[other].load(std::memory_order_relaxed) + r.unpushed(other);
+    raise(s.peak[g * alloc::size_class_count + 1 + side], here);
+    raise(s.peak[g * alloc::size_class_count], all);
+    push = push || std::llabs(r.unpushed(mine)) > flush_limit(g);
+  }
+  if (push) s.push(r);
+}
+
+void host_statistics::freed(std::size_t reported, std::size_t requested) {
+  thread_record& r = record_in(shared_);
+  const std::size_t side = reported <= small_limit_ ? 0 : 1;
+  const std::int64_t n[gauge_count] = {static_cast<std::int64_t>(reported),
+                                       static_cast<std::int64_t>(requested), 1};
+  bool push = false;
+  for (std::size_t g = 0; g < gauge_count; ++g) {
+    add_to(r.out[cell(g, side)], n[g]);
+    push = push || std::llabs(r.unpushed(cell(g, side))) > flush_limit(g);
+  }
+  if (push) shared_->push(r);
+}
+
+void host_statistics::out_of_memory() noexcept {
+  shared_->ooms.fetch_add(1, std::memory_order_relaxed);
+}
+
+void host_statistics::retried(std::int64_t n) noexcept {
+  shared_->retries.fetch_add(n, std::memory_order_relaxed);
+}
+
+host_statistics::snapshot host_statistics::read() const {
+  shared& s = *shared_;
+  const std::lock_guard lock(s.mutex);
+  const auto in = s.sum(&thread_record::in), out = s.sum(&thread_record::out);
+  snapshot out_stats;
+  by_class* to[gauge_count] = {&out_stats.allocated_bytes, &out_stats.requested_bytes,
+                               &out_stats.allocation};
+  for (std::size_t g = 0; g < gauge_count; ++g) {
+    by_class& b = *to[g];
+    for (std::size_t side = 0; side < sides; ++side) {
+      const std::size_t c = cell(g, side);
+      alloc::stat& x = b[1 + side];
+      x.current = in[c] - out[c];
+      x.allocated = in[c] - s.base_in[c];
+      x.freed = out[c] - s.base_out[c];
+      b[0].current += x.current;
+      b[0].allocated += x.allocated;
+      b[0].freed += x.freed;
+    }
+    for (std::size_t k = 0; k < alloc::size_class_count; ++k)
+      b[k].peak = std::max(s.peak[g * alloc::size_class_count + k].load(std::memory_order_relaxed),
+                           b[k].current);
+  }
+  out_stats.num_ooms = s.ooms.load(std::memory_order_relaxed);
+  out_stats.num_alloc_retries = s.retries.load(std::memory_order_relaxed);
+  return out_stats;
+}
+
+void host_statistics::reset_peaks() {
+  const snapshot now = read();
+  const by_class* from[gauge_count] = {&now.allocated_bytes, &now.requested_bytes, &now.allocation};
+  for (std::size_t g = 0; g < gauge_count; ++g)
+    for (std::size_t k = 0; k < alloc::size_class_count; ++k)
+      shared_->peak[g * alloc::size_class_count + k].store((*from[g])[k].current,
+                                                           std::memory_order_relaxed);
+}
+
+void host_statistics::reset_accumulated() {
+  shared& s = *shared_;
+  const std::lock_guard lock(s.mutex);
+  s.base_in = s.sum(&thread_record::in);
+  s.base_out = s.sum(&thread_record::out);
+  s.ooms.store(0, std::memory_order_relaxed);
+  s.retries.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace umem::torch_bridge
