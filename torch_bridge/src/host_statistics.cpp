@@ -99,11 +99,11 @@ struct thread_slot {
   ~thread_slot() { release(); }
 };
 
-thread_local thread_slot this_thread;
+thread_local thread_slot t_slot;
 
 thread_record& record_in(const std::shared_ptr<host_statistics::shared>& s) {
-  if (this_thread.owner == s) return *this_thread.record;
-  this_thread.release();
+  if (t_slot.owner == s) return *t_slot.record;
+  t_slot.release();
   const std::lock_guard lock(s->mutex);
   thread_record* r = nullptr;
   if (!s->idle.empty()) {
@@ -112,8 +112,8 @@ thread_record& record_in(const std::shared_ptr<host_statistics::shared>& s) {
   } else {
     r = &s->records.emplace_back();
   }
-  this_thread.owner = s;
-  this_thread.record = r;
+  t_slot.owner = s;
+  t_slot.record = r;
   return *r;
 }
 
