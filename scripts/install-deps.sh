@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev libmimalloc-dev libhsa-runtime-dev
   zlib1g-dev librsvg2-bin
   qemu-system-x86 busybox-static cpio xz-utils debootstrap
-  python3-torch libtorch-dev python3-pytest python3-numpy python3-dev pybind11-dev
+  python3-torch libtorch-dev python3-torchvision python3-pytest python3-numpy python3-dev pybind11-dev
   python3-venv python3-pip python3-setuptools python3-wheel python3-setuptools-whl
 )
 
