@@ -106,8 +106,10 @@ int umem_torch_owns(const void* ptr);
 void umem_torch_capture_begin(void);
 void umem_torch_capture_end(void);
 
-/* PyTorch's DeviceStats for `device` (UMEM_TORCH_ALL_DEVICES: every device and the host;
- * UMEM_TORCH_HOST: umem_torch_host_malloc's allocations alone, CPU tensors). Index 0 of each array is
+/* PyTorch's DeviceStats for `device` (UMEM_TORCH_ALL_DEVICES: every device and the host, whose
+ * peaks add the devices' peak and the host's; UMEM_TORCH_HOST: umem_torch_host_malloc's
+ * allocations alone, CPU tensors, counted per thread: peaks exact while one thread allocates, else
+ * short by at most 4 MiB per other thread). Index 0 of each array is
  * "all", 1 "small_pool" (blocks of at most 1 MiB), 2 "large_pool". Sizes are PyTorch's
  * (requests rounded up to 512 bytes); reserved_bytes and segment are umem's segments holding the
  * device's memory. */
