@@ -10,6 +10,7 @@
 #include <mutex>
 #include <utility>
 
+#include "umem/core/detail/spin_lock.hpp"
 #include "umem/core/error.hpp"
 
 namespace umem::alloc::detail {

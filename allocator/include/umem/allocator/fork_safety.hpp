@@ -39,7 +39,9 @@
 #include <mutex>
 #include <shared_mutex>
 
-#include "umem/core/detail/spin_lock.hpp"
+namespace umem::detail {
+class spin_lock;  // core/detail/spin_lock.hpp (internal)
+}  // namespace umem::detail
 
 namespace umem::alloc {
 
