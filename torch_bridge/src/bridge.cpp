@@ -647,21 +647,20 @@ device_stats bridge::stats(int device) const {
     out.num_device_free += r.stats[alloc::counter::upstream_frees];
   }
   std::lock_guard lock(mutex_);
-  const usage copy = usage_of(device);
-  const usage* u = &copy;
-  out.allocation = u->allocation;
-  out.allocated_bytes = u->allocated;
-  out.requested_bytes = u->requested;
-  out.active = u->active;
-  out.active_bytes = u->active_bytes;
-  out.num_alloc_retries = u->num_alloc_retries;
-  out.num_ooms = u->num_ooms;
+  const usage u = usage_of(device);
+  out.allocation = u.allocation;
+  out.allocated_bytes = u.allocated;
+  out.requested_bytes = u.requested;
+  out.active = u.active;
+  out.active_bytes = u.active_bytes;
+  out.num_alloc_retries = u.num_alloc_retries;
+  out.num_ooms = u.num_ooms;
   // PyTorch reports the segments it took for its own pools (2 MiB or more: umem's large blocks);
   // here they are only blocks of umem's. Peaks cannot be corrected exactly: they stay at least
   // the current value, and equal it after a reset.
   for (std::size_t c : {std::size_t{0}, static_cast<std::size_t>(alloc::size_class::large_pool)}) {
-    for (auto [by_class, lent] : {std::pair{&out.reserved_bytes, u->lent_bytes},
-                                  std::pair{&out.segment, u->lent_segments}}) {
+    for (auto [by_class, lent] : {std::pair{&out.reserved_bytes, u.lent_bytes},
+                                  std::pair{&out.segment, u.lent_segments}}) {
       alloc::stat& x = (*by_class)[c];
       x.current -= lent;
       x.peak = std::max(x.peak - lent, x.current);
@@ -695,12 +694,11 @@ std::map<std::string, std::int64_t> bridge::memory_stats(int device) const {
   std::lock_guard lock(mutex_);
   out["umem.held_for_streams_bytes"] =
       device == host ? 0 : static_cast<std::int64_t>(cache_->held_bytes(device));
-  const usage copy = usage_of(device);
-  const usage* u = &copy;
-  out["umem.stream_reuses"] = u->stream_reuses;
-  out["umem.limit_bytes"] = u->cap_bytes ? static_cast<std::int64_t>(*u->cap_bytes) : -1;
-  out["umem.lent_bytes"] = u->lent_bytes;  // segments of PyTorch's own (private) pools
-  out["umem.lent_segments"] = u->lent_segments;
+  const usage u = usage_of(device);
+  out["umem.stream_reuses"] = u.stream_reuses;
+  out["umem.limit_bytes"] = u.cap_bytes ? static_cast<std::int64_t>(*u.cap_bytes) : -1;
+  out["umem.lent_bytes"] = u.lent_bytes;  // segments of PyTorch's own (private) pools
+  out["umem.lent_segments"] = u.lent_segments;
   if (device >= 0) out["umem.numa_node"] = node_of_device(device);
   return out;
 }
