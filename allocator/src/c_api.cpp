@@ -14,7 +14,11 @@ namespace {
 
 using umem::alloc::allocator;
 
-thread_local umem::alloc::c_failure last;
+umem::alloc::c_failure& last_failure() {
+  thread_local umem::alloc::c_failure record;
+  return record;
+}
+constexpr umem::alloc::c_failure_source last{&last_failure};
 
 // Deliberately never destroyed: memory handed out may be freed by other exit handlers or other
 // libraries' static destructors, and spdlog's registry may already be gone at exit.
@@ -94,7 +98,7 @@ char* umem_residency_json(const void* ptr, size_t size) {
 
 void umem_string_free(char* s) { std::free(s); }
 
-const char* umem_last_error(void) { return last.message.c_str(); }
+const char* umem_last_error(void) { return last_failure().message.c_str(); }
 
 const char* umem_status_string(umem_status status) {
   switch (status) {

@@ -6,9 +6,10 @@
 
 namespace umem::alloc {
 
-umem_status fail(c_failure& last, umem_status status, std::string message) {
-  last.message = std::move(message);
-  last.status = status;
+umem_status fail(c_failure_source last, umem_status status, std::string message) {
+  c_failure& record = last.record();
+  record.message = std::move(message);
+  record.status = status;
   return status;
 }
 

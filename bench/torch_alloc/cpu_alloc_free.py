@@ -3,7 +3,7 @@ DefaultCPUAllocator (posix_memalign/free through glibc), each contender in a pro
 (umem cannot be switched off again in a process), the two alternating for ROUNDS rounds (clocks
 and the neighbours' load drift between processes). Each process proves which allocator serves its
 CPU tensors (umem_torch_owns) before it measures. Prints a header line with the machine's facts and
-two markdown tables of the median over rounds of each process's result, with umem's ratio =
+three markdown tables (parts 1-3 below), with umem's ratio =
 PyTorch's time / umem's time (>= 1: umem is no slower).
 
 Part 1, alloc+free on the CPU, ns per alloc+free (the median of REPEATS timed loops of a process,
@@ -22,7 +22,14 @@ then the median over rounds), for SIZES:
   finish, divided by the iterations of one thread (equal to the 1-thread time when the two scale
   perfectly). With "python" the GIL serializes everything but the allocation itself.
 
-Part 2, a small CPU training loop: an MLP (512 -> 512 -> 512 -> 10, ReLU, batch 64, cross
+Part 2, the allocators alone, both in one process: c10::Allocator::allocate(n) and the DataPtr's
+drop, in a C++ loop with the GIL released, through c10::GetDefaultCPUAllocator() (PyTorch's) and
+c10::GetCPUAllocator() (umem's, after enable_host()), in PAIRS alternating pairs of timed loops of
+the same process and moment, for the same SIZES, 1 and 2 threads (as in part 1). No dispatcher,
+no tensor, no process-to-process drift: what each allocator costs a CPU tensor. Reported: the
+median over pairs of each, and the lowest and highest per-pair ratio.
+
+Part 3, a small CPU training loop: an MLP (512 -> 512 -> 512 -> 10, ReLU, batch 64, cross
 entropy) and a tiny transformer encoder (2 layers, d_model 128, 4 heads, feed-forward 512,
 sequence 32, batch 8; sized for a 2-core machine), STEPS steps of Adam each with a fresh random batch per step, the same seed
 for both contenders, PyTorch's default intra-op threads, no pinning. Reported: the median step time
@@ -53,17 +60,30 @@ QUICK = "--quick" in sys.argv
 LOOP_SECONDS = 0.01 if QUICK else 0.05  # one timed loop; its iterations are calibrated to it
 REPEATS = 2 if QUICK else 5
 ROUNDS = 1 if QUICK else 5  # part 1
+PAIRS = 3 if QUICK else 15  # part 2
 TRAINING_ROUNDS = 1 if QUICK else 3
 STEPS = 10 if QUICK else 200
 CONTENDERS = ("torch", "umem")
 
 LOOP_SOURCE = r"""
+#include <c10/core/CPUAllocator.h>
 #include <torch/extension.h>
 // at::empty + drop, `iterations` times, with the GIL released for the whole loop.
 int64_t alloc_free_loop(int64_t size, int64_t iterations) {
   pybind11::gil_scoped_release no_gil;
   for (int64_t i = 0; i < iterations; ++i) {
     at::Tensor t = at::empty({size}, at::TensorOptions().dtype(at::kByte));
+  }
+  return iterations;
+}
+// allocate + drop through PyTorch's DefaultCPUAllocator (current=false) or c10's current CPU
+// allocator, `iterations` times, with the GIL released for the whole loop.
+int64_t allocator_loop(bool current, int64_t size, int64_t iterations) {
+  pybind11::gil_scoped_release no_gil;
+  c10::Allocator* a = current ? c10::GetCPUAllocator() : c10::GetDefaultCPUAllocator();
+  for (int64_t i = 0; i < iterations; ++i) {
+    c10::DataPtr p = a->allocate(static_cast<size_t>(size));
+    asm volatile("" : : "r"(p.get()) : "memory");  // the allocation is used: not elided
   }
   return iterations;
 }
@@ -82,7 +102,8 @@ def environment():
 def loop_extension():
     from torch.utils.cpp_extension import load_inline
     return load_inline("umem_bench_cpu_alloc_free_loop", [LOOP_SOURCE],
-                       functions=["alloc_free_loop"], extra_cflags=["-O2"], verbose=False)
+                       functions=["alloc_free_loop", "allocator_loop"], extra_cflags=["-O2"],
+                       verbose=False)
 
 
 def start(allocator):
@@ -159,6 +180,39 @@ def measure_alloc_free(allocator):
                 out[f"{path}|{threads}|{size}"] = statistics.median(runs)
     os.sched_setaffinity(0, cores)
     return out
+
+
+def measure_allocators(allocator):
+    """Part 2, in a umem process: {threads|size: [(PyTorch's ns, umem's ns) per pair]}."""
+    start(allocator)
+    loop = loop_extension()
+    cores = sorted(os.sched_getaffinity(0))
+    out = {}
+    for threads in THREADS:
+        os.sched_setaffinity(0, cores[-threads:] if len(cores) >= threads else cores)
+        for size in SIZES:
+            bodies = [lambda n, current=current: loop.allocator_loop(current, size, n)
+                      for current in (False, True)]
+            iterations = max(calibrated(b, threads) for b in bodies)
+            out[f"{threads}|{size}"] = [
+                [timed(lambda: b(iterations), threads) / iterations for b in bodies]
+                for _ in range(PAIRS)]
+    os.sched_setaffinity(0, cores)
+    return out
+
+
+def print_allocators(rounds):
+    pairs = rounds["umem"][0]
+    print(f"| threads | size (B) | PyTorch's DefaultCPUAllocator (ns) | umem (ns) | PyTorch / umem "
+          f"| lowest and highest of {PAIRS} pairs |")
+    print("|---|---|---|---|---|---|")
+    for key, runs in pairs.items():
+        threads, size = key.split("|")
+        theirs = statistics.median(r[0] for r in runs)
+        ours = statistics.median(r[1] for r in runs)
+        ratios = [r[0] / r[1] for r in runs]
+        print(f"| {threads} | {size} | {theirs:.0f} | {ours:.0f} | {theirs / ours:.2f} | "
+              f"{min(ratios):.2f}-{max(ratios):.2f} |")
 
 
 def tiny_transformer(nn):
@@ -264,16 +318,20 @@ def main():
     if "--child" in sys.argv:
         i = sys.argv.index("--child")
         allocator, part = sys.argv[i + 1], sys.argv[i + 2]
-        measure = measure_alloc_free if part == "alloc_free" else measure_training
+        measure = {"alloc_free": measure_alloc_free, "allocators": measure_allocators,
+                   "training": measure_training}[part]
         print(json.dumps(measure(allocator)))
         return
     environment()
     loop_extension()  # built once here, before the children load it
     print(machine_facts())
-    for part, show in (("alloc_free", print_alloc_free), ("training", print_training)):
-        rounds = {a: [] for a in CONTENDERS}
-        for _ in range(ROUNDS if part == "alloc_free" else TRAINING_ROUNDS):
-            for allocator in CONTENDERS:
+    parts = (("alloc_free", print_alloc_free, ROUNDS, CONTENDERS),
+             ("allocators", print_allocators, 1, ("umem",)),
+             ("training", print_training, TRAINING_ROUNDS, CONTENDERS))
+    for part, show, repeat, contenders in parts:
+        rounds = {a: [] for a in contenders}
+        for _ in range(repeat):
+            for allocator in contenders:
                 rounds[allocator].append(run_child(allocator, part))
         print()
         show(rounds)

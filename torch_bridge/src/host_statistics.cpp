@@ -80,6 +80,16 @@ struct host_statistics::shared {
 
 namespace {
 
+// The calling thread's record and the host_statistics it belongs to, for every call's lookup:
+// trivially destructible and initial-exec (as t_last_cache in thread_cache_registry.hpp), so
+// reading it costs no TLS wrapper or __tls_get_addr in this shared library. t_slot below owns the
+// record and is touched only on a thread's first call, when it switches and when it ends.
+struct last_record {
+  const host_statistics::shared* owner = nullptr;
+  thread_record* record = nullptr;
+};
+[[gnu::tls_model("initial-exec")]] thread_local last_record t_last;
+
 // The calling thread's record in one host_statistics (a thread counts in one at a time: the
 // process has one bridge; tests switch between several).
 struct thread_slot {
@@ -88,6 +98,7 @@ struct thread_slot {
 
   void release() {
     if (!owner) return;
+    t_last = {};
     {
       const std::lock_guard lock(owner->mutex);
       owner->push(*record);
@@ -101,8 +112,7 @@ struct thread_slot {
 
 thread_local thread_slot t_slot;
 
-thread_record& record_in(const std::shared_ptr<host_statistics::shared>& s) {
-  if (t_slot.owner == s) return *t_slot.record;
+[[gnu::noinline]] thread_record& adopt_record(const std::shared_ptr<host_statistics::shared>& s) {
   t_slot.release();
   const std::lock_guard lock(s->mutex);
   thread_record* r = nullptr;
@@ -114,7 +124,13 @@ thread_record& record_in(const std::shared_ptr<host_statistics::shared>& s) {
   }
   t_slot.owner = s;
   t_slot.record = r;
+  t_last = {s.get(), r};
   return *r;
+}
+
+thread_record& record_in(const std::shared_ptr<host_statistics::shared>& s) {
+  if (t_last.owner == s.get()) return *t_last.record;
+  return adopt_record(s);
 }
 
 }  // namespace

@@ -259,10 +259,39 @@ std::optional<std::size_t> thp_bytes_by_page(const void* p, std::size_t bytes) {
   return thp_pages * ps;
 }
 
-int current_node() {
+// Note [Calling thread's node]
+// The `local` policy asks this on every allocation that misses the fixed-policy fast path, CPU
+// tensors' included. getcpu() is a vDSO call (19 ns on a KVM guest: docs/log/
+// 2026-12-05-cpu-tensor-call-path.md); sched_getcpu() reads the CPU from the thread's rseq area,
+// which glibc 2.35 and later register for every thread (2 ns), and falls back to getcpu() itself
+// where rseq is off. A CPU's node is fixed while the CPU exists, so a table of the configured CPUs'
+// nodes (libnuma, built once) turns the CPU into its node; a CPU outside the table (hot-added
+// later) or of unknown node asks getcpu().
+namespace {
+
+int node_by_getcpu() {
   unsigned cpu = 0, node = 0;
   if (::getcpu(&cpu, &node) != 0) fail("getcpu()", errno);
   return static_cast<int>(node);
+}
+
+std::vector<int> node_of_each_cpu() {
+  std::vector<int> nodes;
+  if (numa_available() < 0) return nodes;
+  const int cpus = numa_num_configured_cpus();
+  for (int cpu = 0; cpu < cpus; ++cpu) nodes.push_back(numa_node_of_cpu(cpu));
+  return nodes;
+}
+
+}  // namespace
+
+int current_node() {
+  static const std::vector<int> nodes = node_of_each_cpu();
+  const int cpu = ::sched_getcpu();
+  if (cpu >= 0 && static_cast<std::size_t>(cpu) < nodes.size() &&
+      nodes[static_cast<std::size_t>(cpu)] >= 0)
+    return nodes[static_cast<std::size_t>(cpu)];
+  return node_by_getcpu();
 }
 
 std::vector<int> allowed_nodes() {

@@ -9,8 +9,10 @@
 
 namespace umem::torch_bridge::c_abi {
 
-// The calling thread's last failure (umem_torch_last_error / umem_torch_last_status).
-extern thread_local alloc::c_failure last;
+// The calling thread's last failure (umem_torch_last_error / umem_torch_last_status), and where
+// the C boundary finds it (c_boundary.hpp: only a failure touches the thread_local).
+alloc::c_failure& last_failure();
+inline constexpr alloc::c_failure_source last{&last_failure};
 
 // Set once, under enabling.cpp's creation lock; never destroyed: PyTorch frees tensors from static
 // destructors and exit handlers.

@@ -19,7 +19,10 @@
 
 namespace umem::torch_bridge::c_abi {
 
-thread_local alloc::c_failure last;
+alloc::c_failure& last_failure() {
+  thread_local alloc::c_failure record;
+  return record;
+}
 std::atomic<bridge*> the_bridge{nullptr};
 
 namespace {
@@ -90,6 +93,7 @@ bridge& create_default_bridge() {
 using umem::torch_bridge::bridge;
 using umem::torch_bridge::c_abi::get_bridge;
 using umem::torch_bridge::c_abi::last;
+using umem::torch_bridge::c_abi::last_failure;
 using umem::torch_bridge::c_abi::bridge_mutex;
 using umem::torch_bridge::c_abi::create_bridge_locked;
 using umem::torch_bridge::c_abi::event_provider;
@@ -101,9 +105,9 @@ extern "C" {
 
 void umem_torch_string_free(char* s) { std::free(s); }
 
-const char* umem_torch_last_error(void) { return last.message.c_str(); }
+const char* umem_torch_last_error(void) { return last_failure().message.c_str(); }
 
-umem_status umem_torch_last_status(void) { return last.status; }
+umem_status umem_torch_last_status(void) { return last_failure().status; }
 
 umem_status umem_torch_init(const char* conf) {
   std::lock_guard lock(bridge_mutex);
@@ -144,7 +148,7 @@ void* umem_torch_pluggable_malloc(ssize_t size, int device, void* stream) {
     if (size == 0) return;  // PyTorch asks for empty tensors; NULL is their data pointer
     p = get_bridge().allocate(static_cast<std::size_t>(size), device, stream);
   });
-  if (s != UMEM_OK && oom_exceptions.load()) throw std::runtime_error(last.message);
+  if (s != UMEM_OK && oom_exceptions.load()) throw std::runtime_error(last_failure().message);
   return p;
 }
 

@@ -74,7 +74,8 @@ std::string policy_name(int mode);
 // nullopt when this is not possible (not root: pagemap hides frame numbers; no kpageflags).
 std::optional<std::size_t> thp_bytes_by_page(const void* p, std::size_t bytes);
 
-// The NUMA node of the CPU the calling thread runs on now (getcpu).
+// The NUMA node of the CPU the calling thread runs on now (Note [Calling thread's node] in
+// os_memory.cpp).
 int current_node();
 
 // NUMA nodes this process may allocate on (libnuma's view of Mems_allowed), ascending; {0} on a
