@@ -61,6 +61,7 @@ SIGNATURES = {
     "umem_torch_set_oom_exceptions": (None, [_c.c_int]),
     "umem_torch_host_malloc": (_c.c_int, [_c.c_size_t, _c.c_int, _c.POINTER(_c.c_void_p)]),
     "umem_torch_host_free": (_c.c_int, [_c.c_void_p]),
+    "umem_torch_host_record_use": (_c.c_int, [_c.c_void_p, _c.c_void_p, _c.c_int]),
     "umem_torch_empty_cache": (_c.c_int, [_c.c_int, _c.POINTER(_c.c_size_t)]),
     "umem_torch_set_memory_fraction": (_c.c_int, [_c.c_double, _c.c_int]),
     "umem_torch_mem_get_info": (_c.c_int, [_c.c_int, _c.POINTER(_c.c_size_t),

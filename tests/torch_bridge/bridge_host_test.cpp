@@ -2,7 +2,8 @@
 // live blocks and statistics, next to the GPU blocks'. Threads allocate and free CPU tensors
 // (each other's too) while others use the GPU path and read statistics (run under TSan in CI);
 // the statistics stay exact, the GPUs' and the host's add up for all_devices, and either free
-// takes either kind of block.
+// takes either kind of block. A CPU tensor's block a stream transfers from waits for that stream
+// before it is reused (Note [Host blocks in flight]).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -176,6 +177,51 @@ TEST(bridge_host, either_free_takes_either_block_and_a_stranger_is_not_found) {
   EXPECT_FALSE(f.b->owns(g));
   EXPECT_EQ(f.b->memory_stats(bridge::all_devices).at("allocation.all.current"), 0);
   EXPECT_EQ(f.b->memory_stats(bridge::host).at("allocation.all.freed"), 1);
+}
+
+TEST(bridge_host, a_block_a_stream_uses_waits_for_the_stream_before_reuse) {
+  fixture f;
+  void* h = f.b->allocate_host(4096, -1);
+  f.b->deallocate_host(h);
+  void* again = f.b->allocate_host(4096, -1);
+  ASSERT_EQ(again, h) << "a free block is handed out again at once (the case the test relies on)";
+  ASSERT_TRUE(f.b->record_host_use(h, stream0(), 0));
+  ASSERT_TRUE(f.b->record_host_use(h, stream0(), 0));  // the same stream again: one use
+  f.b->deallocate_host(h);
+  EXPECT_FALSE(f.b->owns(h));
+  EXPECT_EQ(f.b->memory_stats(bridge::host).at("allocation.all.current"), 0);
+  // The stream's event completes on its third query; until then no CPU tensor and no GPU tensor
+  // gets the block.
+  void* cpu = f.b->allocate_host(4096, -1);
+  void* gpu = f.b->allocate(4096, 0, stream0());
+  EXPECT_NE(cpu, h);
+  EXPECT_NE(gpu, h);
+  f.b->deallocate_host(cpu);
+  f.b->deallocate(gpu);
+  f.b->empty_cache(true);  // every device synchronized: the held block goes back to its pool
+  std::vector<void*> blocks;
+  bool reused = false;
+  for (int i = 0; i < 64 && !reused; ++i) {
+    blocks.push_back(f.b->allocate_host(4096, -1));
+    reused = blocks.back() == h;
+  }
+  EXPECT_TRUE(reused) << "the block never came back after its stream's work was done";
+  for (void* p : blocks) f.b->deallocate_host(p);
+}
+
+TEST(bridge_host, only_live_host_blocks_and_one_gpu_are_recorded) {
+  fixture f;
+  int stranger = 0;
+  EXPECT_FALSE(f.b->record_host_use(&stranger, stream0(), 0));
+  void* g = f.b->allocate(100, 0, stream0());
+  EXPECT_FALSE(f.b->record_host_use(g, stream0(), 0)) << "a GPU block has its own streams";
+  void* h = f.b->allocate_host(100, -1);
+  EXPECT_TRUE(f.b->record_host_use(h, stream0(), 0));
+  EXPECT_FALSE(f.b->record_host_use(h, stream0(), 1)) << "a second GPU's stream";
+  f.b->deallocate_host(h);
+  EXPECT_FALSE(f.b->record_host_use(h, stream0(), 0)) << "a freed block";
+  f.b->deallocate(g);
+  f.b->empty_cache(true);
 }
 
 }  // namespace

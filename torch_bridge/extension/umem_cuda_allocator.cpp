@@ -28,19 +28,19 @@
 //  1. PyTorch: at::detail::empty_cuda (aten/src/ATen/cuda/EmptyTensor.cpp) takes
 //     at::cuda::getCUDADeviceAllocator(), which is c10::cuda::CUDACachingAllocator::get()
 //     (c10/cuda/CUDACachingAllocator.h): the allocator stored by
-//     torch.cuda.memory.change_current_allocator (enabling.py:176). at::detail::empty_generic
+//     torch.cuda.memory.change_current_allocator (enabling.py:184). at::detail::empty_generic
 //     (aten/src/ATen/EmptyTensor.cpp) makes the storage with that allocator's allocate(nbytes).
 //  2. Extension mode: that allocator is umem_cuda_allocator (this file), made by
-//     extension.make_allocator (enabling.py:171). Its allocate() (umem_cuda_allocator.cpp:195)
-//     calls umem_alloc(), which calls fn.umem_torch_extension_alloc (umem_cuda_allocator.cpp:588):
+//     extension.make_allocator (enabling.py:179). Its allocate() (umem_cuda_allocator.cpp:197)
+//     calls umem_alloc(), which calls fn.umem_torch_extension_alloc (umem_cuda_allocator.cpp:590):
 //     a pointer into libumem_torch.so that the Python package passed to install()
-//     (_extension.py:122) and UMEM_TAKE (umem_cuda_allocator.cpp:640) took, so that the library is
+//     (_extension.py:122) and UMEM_TAKE (umem_cuda_allocator.cpp:642) took, so that the library is
 //     loaded once. Pluggable mode: the allocator is PyTorch's CUDAPluggableAllocator
 //     (torch/csrc/cuda/CUDAPluggableAllocator.cpp), whose allocate() calls the function
 //     torch.cuda.memory.CUDAPluggableAllocator looked up by name in the library,
-//     umem_torch_pluggable_malloc (enabling.py:174).
-//  3. The C ABI: umem_torch_extension_alloc (enabling.cpp:168) or umem_torch_pluggable_malloc
-//     (enabling.cpp:138) calls the process's bridge.
+//     umem_torch_pluggable_malloc (enabling.py:182).
+//  3. The C ABI: umem_torch_extension_alloc (enabling.cpp:172) or umem_torch_pluggable_malloc
+//     (enabling.cpp:142) calls the process's bridge.
 //  4. The bridge: bridge::allocate (bridge.cpp:294) first reuses a block freed on the same stream,
 //     cache_->reuse (bridge.cpp:339, stream_ordered_cache.cpp); else bridge::allocate_capped
 //     (bridge.cpp:270) asks umem's allocator, alloc_->allocate (bridge.cpp:270), under the memory
@@ -50,10 +50,10 @@
 //     else it resolves the device's placement and allocator::allocate_from (allocator.cpp:395)
 //     tries the pool of its NUMA node, caching_pool::try_allocate (caching_pool.cpp:236): a cached
 //     block, else a new segment; out of memory, the reclaim ladder.
-// On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:629), whose free()
-// calls fn.umem_torch_extension_release (umem_cuda_allocator.cpp:225) and so
-// umem_torch_extension_release (enabling.cpp:178); in pluggable mode CUDAPluggableAllocator's
-// raw_delete calls umem_torch_pluggable_free (enabling.cpp:151). Both call bridge::deallocate
+// On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:631), whose free()
+// calls fn.umem_torch_extension_release (umem_cuda_allocator.cpp:227) and so
+// umem_torch_extension_release (enabling.cpp:182); in pluggable mode CUDAPluggableAllocator's
+// raw_delete calls umem_torch_pluggable_free (enabling.cpp:155). Both call bridge::deallocate
 // (bridge.cpp:366): a block of the device's sole stream goes straight back to the allocator;
 // others wait in the stream-ordered cache, cache_->deallocate (bridge.cpp:366, Note
 // [Stream-ordered reuse] in umem_torch.h), until their streams' work is done, then
@@ -87,6 +87,7 @@
 #include <vector>
 
 #include "memory_history.hpp"
+#include "pinned_memory_allocator.hpp"
 #include "torch_compat.hpp"
 #include "umem/umem_torch.h"
 #if UMEM_TORCH_PLUGGABLE_HEADER
@@ -114,6 +115,7 @@ struct umem_functions {
   X(umem_torch_reset_accumulated_stats) X(umem_torch_empty_cache)                            \
   X(umem_torch_set_memory_fraction) X(umem_torch_get_memory_fraction)                        \
   X(umem_torch_mem_get_info) X(umem_torch_visit_segments) X(umem_torch_set_event_provider)   \
+  X(umem_torch_host_malloc) X(umem_torch_host_free) X(umem_torch_host_record_use)            \
   X(umem_torch_last_error)
   UMEM_FUNCTIONS(UMEM_FN)
 #undef UMEM_FN
@@ -640,6 +642,9 @@ void install(const pybind11::dict& functions) {
 #define UMEM_TAKE(name) fn.name = reinterpret_cast<decltype(fn.name)>(take(#name));
   UMEM_FUNCTIONS(UMEM_TAKE)
 #undef UMEM_TAKE
+  ue::pinned_fn = {fn.umem_torch_host_malloc, fn.umem_torch_host_free,
+                   fn.umem_torch_host_record_use, fn.umem_torch_empty_cache,
+                   fn.umem_torch_last_error};
 }
 
 // Umem's event provider in PyTorch's runtime; UMEM_ERR_ALREADY_INITIALIZED when umem's bridge
@@ -689,5 +694,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_device_allocator", &register_device_allocator,
         "umem as c10's CUDA allocator too (torch.accelerator), once it is PyTorch's");
   m.def("in_force", &in_force, "whether the allocator PyTorch's tensors get is umem's");
+  m.def("set_pinned_allocator", &ue::set_pinned_allocator,
+        "umem as PyTorch's pinned-memory allocator where the release has a setter (2.8+); whether "
+        "it is in force");
   m.def("lacking", &ue::lacking, "what this PyTorch's allocator interface cannot do");
 }

@@ -186,7 +186,7 @@ bridge::host_shard& bridge::shard_of(const void* p) const {
 void bridge::released(const held_block& b, bool shared) {
   ++this_call.released;
   alloc_->deallocate(b.p);
-  if (!shared) return;  // inactive since its free (Note [Blocks used on several streams])
+  if (!shared || b.host) return;  // inactive since its free (Note [Blocks used on several streams])
   for (usage* u : {&usage_[b.device], &total_}) {
     sub(u->active_bytes, class_of(b.size), static_cast<std::int64_t>(b.size));
     sub(u->active, class_of(b.size), 1);
@@ -398,8 +398,46 @@ bool bridge::free_host_block(void* p) {
     requested = s.live.take(key_of(p));
   }
   if (!requested) return false;
-  host_stats_.freed(pytorch_size(*requested), *requested);
+  const std::size_t reported = pytorch_size(*requested);
+  host_stats_.freed(reported, *requested);
+  if (host_uses_count_.load(std::memory_order_acquire) != 0 && hold_host_block(p, reported))
+    return true;
   alloc_->deallocate(p);
+  return true;
+}
+
+bool bridge::hold_host_block(void* p, std::size_t reported) {
+  std::lock_guard lock(mutex_);
+  auto it = host_uses_.find(p);
+  if (it == host_uses_.end()) return false;
+  const host_use use = std::move(it->second);
+  host_uses_.erase(it);
+  host_uses_count_.fetch_sub(1, std::memory_order_relaxed);
+  cache_->release_completed();  // earlier held blocks whose transfers are done
+  // Every stream as a use, so that the block waits in the cache's shared list, which no stream
+  // reuses from: a host block must never become a GPU tensor's.
+  cache_->deallocate(held_block{p, reported, use.device, true}, use.streams.front(), use.streams,
+                     captures_.load() > 0);
+  return true;
+}
+
+bool bridge::record_host_use(void* p, void* stream, int device) {
+  {
+    const host_shard& s = shard_of(p);
+    std::lock_guard lock(s.lock);
+    if (!s.live.contains(key_of(p))) return false;
+  }
+  std::lock_guard lock(mutex_);
+  auto [it, fresh] = host_uses_.try_emplace(p);
+  host_use& use = it->second;
+  if (fresh) {
+    use.device = device;
+    host_uses_count_.fetch_add(1, std::memory_order_release);
+  } else if (use.device != device) {
+    return false;
+  }
+  if (std::find(use.streams.begin(), use.streams.end(), stream) == use.streams.end())
+    use.streams.push_back(stream);
   return true;
 }
 

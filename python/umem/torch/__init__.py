@@ -4,7 +4,7 @@ chosen NUMA nodes, model weights and per-rank binding. docs/torch-bridge.md give
 
 One module per feature; this one only re-exports their public names:
     enabling        enable(), enabled(), mode(): umem as PyTorch's GPU allocator; enable_host(),
-                    host_enabled(): its CPU allocator
+                    host_enabled(): its CPU allocator; pinned_enabled(): its pinned-memory one
     statistics      memory_stats() and the other torch.cuda memory functions
     host_tensors    empty(), residency(), gpu_access(), as_device(), as_host()
     zero_copy_mode  zero_copy(), ZeroCopyLog (named apart from the zero_copy it exports, which
@@ -13,7 +13,7 @@ One module per feature; this one only re-exports their public names:
     rank_binding    bind_local_rank()
 """
 from ._common import UmemTorchError
-from .enabling import Mode, enable, enable_host, enabled, host_enabled, mode
+from .enabling import Mode, enable, enable_host, enabled, host_enabled, mode, pinned_enabled
 from .host_tensors import as_device, as_host, empty, gpu_access, residency
 from .rank_binding import RANK_VARIABLES, SIZE_VARIABLES, bind_local_rank
 from .statistics import (empty_cache, mem_get_info, memory_stats, memory_summary,
@@ -21,7 +21,8 @@ from .statistics import (empty_cache, mem_get_info, memory_stats, memory_summary
 from .weights import load_into, load_safetensors, meta_parameters
 from .zero_copy_mode import ZeroCopyLog, zero_copy
 
-__all__ = ["enable", "enabled", "mode", "enable_host", "host_enabled", "memory_stats",
+__all__ = ["enable", "enabled", "mode", "enable_host", "host_enabled", "pinned_enabled",
+           "memory_stats",
            "memory_summary", "empty_cache", "mem_get_info", "set_memory_fraction", "reset_peak_memory_stats", "empty", "residency",
            "gpu_access", "as_device", "as_host", "zero_copy", "ZeroCopyLog", "load_safetensors",
            "load_into", "meta_parameters", "bind_local_rank", "RANK_VARIABLES", "SIZE_VARIABLES",

@@ -14,6 +14,7 @@ from .statistics import (empty_cache, mem_get_info, memory_stats, reset_peak_mem
 
 _enabled = False
 _host_enabled = False
+_pinned_enabled = False
 _mode = None
 _enable_lock = threading.Lock()
 _lib.hold_across_fork(_enable_lock)
@@ -122,6 +123,13 @@ def host_enabled():
     return _host_enabled
 
 
+def pinned_enabled():
+    """Whether umem is PyTorch's pinned-memory allocator in this process: enable() makes it so in
+    extension mode where PyTorch has a host-allocator registry (2.8 and later; docs/cpu-tensors.md,
+    "pin_memory, by PyTorch release")."""
+    return _pinned_enabled
+
+
 def enable(conf=None, *, mode="auto", patch_torch=True, host=None, **options):
     """Makes umem PyTorch's CUDA (HIP on ROCm) allocator for this process. Call it before any GPU
     tensor exists. `conf` uses UMEM_ALLOC_CONF syntax ("policy:device:0,spill:warn"); keyword
@@ -141,7 +149,7 @@ def enable(conf=None, *, mode="auto", patch_torch=True, host=None, **options):
     elsewhere makes CPU tensors registered (pinned) memory, False keeps PyTorch's.
     Raises UmemTorchError when PyTorch is older than 2.0, has no GPU, or already allocated GPU
     memory with another allocator."""
-    global _enabled, _mode, _host_enabled
+    global _enabled, _mode, _host_enabled, _pinned_enabled
     with _enable_lock:
         if _enabled:
             if conf or options:
@@ -185,6 +193,9 @@ def enable(conf=None, *, mode="auto", patch_torch=True, host=None, **options):
             warnings.warn("umem.torch.enable(): torch.accelerator's memory functions still reach "
                           "another allocator (c10's allocator registry did not take umem's)",
                           RuntimeWarning, stacklevel=2)
+        # Pinned memory from umem, and record_event keeping umem's CPU blocks until non_blocking
+        # copies from them are done (Note [Host blocks in flight] in bridge.hpp).
+        _pinned_enabled = extension is not None and extension.set_pinned_allocator()
         _enabled = True
         _mode = Mode("extension", tuple(extension.lacking())) if extension is not None \
             else Mode("pluggable", _PLUGGABLE_LACKS)

@@ -167,9 +167,16 @@ umem_status umem_torch_reset_peak_stats(int device);
 
 /* --- Host tensors and zero-copy aliases ------------------------------------------------------- */
 /* CPU memory for tensors: `node` >= 0 places it on that NUMA node, -1 uses the configured policy.
- * Freed with umem_torch_host_free (immediately reusable: no streams). */
+ * Freed with umem_torch_host_free: reusable at once, unless umem_torch_host_record_use named a
+ * stream for it. */
 umem_status umem_torch_host_malloc(size_t size, int node, void** out);
 umem_status umem_torch_host_free(void* ptr);
+/* `stream` (native) of GPU `device` transfers to or from the live block `ptr` of
+ * umem_torch_host_malloc (PyTorch's pinned-memory record_event): its free then waits for the work
+ * queued on that stream before the block is reused (Note [Host blocks in flight] in bridge.hpp).
+ * UMEM_ERR_NOT_FOUND, recording nothing, for memory that is no live host block, or a block another
+ * GPU's streams used already. */
+umem_status umem_torch_host_record_use(void* ptr, void* stream, int device);
 
 /* Whether the GPU can access [ptr, ptr+size) in place, as JSON {"accessible": bool, "umem": bool
  * (umem memory), "host_accessible": bool (false for a discrete GPU's own memory), "reason": "..."}. */

@@ -27,6 +27,15 @@ umem_status umem_torch_host_free(void* ptr) {
   return guarded(last, [&] { get_bridge().deallocate_host(ptr); });
 }
 
+umem_status umem_torch_host_record_use(void* ptr, void* stream, int device) {
+  return guarded(last, [&] {
+    if (!get_bridge().record_host_use(ptr, stream, device))
+      umem::throw_error(umem::errc::not_found,
+                        "umem_torch_host_record_use: not a live block of umem_torch_host_malloc, or "
+                        "one that another GPU's streams use already");
+  });
+}
+
 char* umem_torch_gpu_access_json(const void* ptr, size_t size) {
   return guarded_string(last, [&] {
     const auto a = get_bridge().access(ptr, size);

@@ -56,6 +56,21 @@
 // in spin_lock.hpp), so two threads meet in one only when their blocks hash alike. The host's
 // statistics and the GPUs' are counted apart, so the peaks of everything together (all_devices)
 // add the two peaks: at least the true joint peak, exact when only one of them allocates.
+//
+// Note [Host blocks in flight]
+// A CPU tensor in umem memory is registered (pinned) memory wherever a GPU runtime is loaded, so a
+// non_blocking copy to or from it is a transfer the GPU makes after the call returned, and Python
+// may drop the tensor before it ran: umem would hand the block out again while the GPU still
+// reads it. (Pageable memory is safe: the runtime stages it before the call returns.) PyTorch's
+// own pinned blocks are kept until events on the copy's stream completed: every non_blocking copy
+// calls the host allocator's record_event (aten/src/ATen/native/cuda/Copy.cu). Where umem is that
+// host allocator (PyTorch 2.8 and later, at::setHostAllocator; the extension's
+// pinned_memory_allocator.hpp), record_host_use lists the copy's stream for the block, and its free
+// hands the block to the stream-ordered cache as a block used on those streams (Note [Blocks used
+// on several streams] in stream_ordered_cache.hpp), which gives it back to the pool once their
+// work queued at the free has completed. A block keeps the streams of the first GPU that used it;
+// a second GPU's use is not recorded (record_host_use says so, and the extension logs it). Up to
+// 2.7 PyTorch's own host allocator receives record_event and knows no umem block.
 #pragma once
 
 #include <array>
@@ -178,6 +193,10 @@ class bridge {
   // CPU tensors: `node` >= 0 binds to that node, -1 uses the configured placement.
   void* allocate_host(std::size_t bytes, int node);
   void deallocate_host(void* p);
+  // `stream` of GPU `device` transfers to or from the live host block `p` (PyTorch's record_event):
+  // its free waits for the stream's work (Note [Host blocks in flight]). False, recording nothing,
+  // when `p` is no live host block or the block was used by another GPU's streams already.
+  bool record_host_use(void* p, void* stream, int device);
 
   // What PyTorch's own caching allocator holds for `device` (its private pools' segments): counts
   // against the memory fraction's cap, since PyTorch's fraction covers all of a device's memory.
@@ -284,6 +303,8 @@ class bridge {
   // Frees `p` when it is a live GPU (host) block; false when it is not one.
   bool free_device_block(void* p);
   bool free_host_block(void* p);
+  // Hands a freed host block that record_host_use named to cache_; false when it has no uses.
+  bool hold_host_block(void* p, std::size_t reported);
   // cache_->release_all under mutex_; the bytes released.
   std::size_t release_held(bool synchronized);
   // allocator::trim between a wait for every device's sole stream (unless `synchronized`) and
@@ -321,6 +342,14 @@ class bridge {
   mutable std::mutex mutex_;     // guards what follows and cache_ (Note [One lock])
   std::shared_ptr<void> fork_ = alloc::lock_around_fork(mutex_, alloc::fork_rank::bridge);
   std::map<int, usage> usage_;   // by device
+  // Host blocks with streams in flight (Note [Host blocks in flight]), and how many: frees of host
+  // blocks read the count only, without mutex_, while it is 0.
+  struct host_use {
+    int device = -1;
+    std::vector<void*> streams;
+  };
+  std::unordered_map<void*, host_use> host_uses_;
+  std::atomic<std::size_t> host_uses_count_{0};
   usage total_;                  // every device together (peaks of the sum)
   // One entry per block PyTorch holds (Note [Address map]), with room for live_reserve blocks
   // from the start so that the first thousands of mallocs do not grow it (growing moves every

@@ -54,7 +54,8 @@ using event_factory = std::function<std::unique_ptr<machine::stream_event>(int d
 struct held_block {
   void* p = nullptr;
   std::size_t size = 0;
-  int device = 0;
+  int device = 0;  // whose streams' events it waits for
+  bool host = false;  // a CPU tensor's block (Note [Host blocks in flight] in bridge.hpp)
 };
 
 class stream_ordered_cache {

@@ -1,0 +1,114 @@
+// umem as PyTorch's pinned-memory allocator, part of the CUDA (HIP) allocator extension.
+//
+// Note [Pinned memory allocator]
+// PyTorch's pinned memory (`torch.empty(..., pin_memory=True)`, the copy `pin_memory()` makes of
+// memory that is not pinned, the DataLoader's pin thread) comes from the host allocator of the
+// GPU's device type. Up to 2.7 that is a file-static CachingHostAllocator with no setter
+// (ATen/cuda/PinnedMemoryAllocator.h: getPinnedMemoryAllocator() returns
+// getCachingHostAllocator()). From 2.8 on, ATen keeps one at::HostAllocator per device type
+// (ATen/core/CachingHostAllocator.h: setHostAllocator, getHostAllocator; the CUDA one registered
+// with REGISTER_HOST_ALLOCATOR at priority 0) and every pinned allocation and every non_blocking
+// copy's record_event asks it (aten/src/ATen/native/cuda/Copy.cu). umem's serves:
+// - allocate: a block of umem's host path (umem_torch_host_malloc, the CPU tensors' path), so
+//   pinned memory is umem memory: placed by umem's policy, registered with the GPU runtime per
+//   segment, counted in umem.torch.memory_stats("cpu"), and pin_memory() of it is itself.
+// - record_event(ptr, ctx, stream): the block the storage's context names (umem's DataPtrs carry
+//   their block as context; a CPU tensor of umem's CPU allocator is one too) waits for the stream
+//   before it is reused (umem_torch_host_record_use, Note [Host blocks in flight] in bridge.hpp).
+//   Memory that is not umem's answers false, as PyTorch's allocator does for blocks it does not
+//   know.
+// - empty_cache: umem_torch_empty_cache(0): blocks whose streams are done go back to their pools,
+//   and free cached segments to the system.
+// - get_stats and the resets: PyTorch's HostStats stay zero (torch.cuda.host_memory_stats());
+//   umem counts pinned blocks with the CPU tensors (umem.torch.memory_stats("cpu")).
+#pragma once
+
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "torch_compat.hpp"
+#include "umem/umem_torch.h"
+
+#if UMEM_TORCH_AT_LEAST(2, 8)
+#include <ATen/core/CachingHostAllocator.h>
+#include <c10/cuda/CUDAStream.h>
+#define UMEM_TORCH_HOST_ALLOCATOR 1
+#else
+#define UMEM_TORCH_HOST_ALLOCATOR 0
+#endif
+
+namespace umem_extension {
+
+// libumem_torch.so's functions the pinned-memory allocator calls (set by the extension's install()).
+struct pinned_functions {
+  decltype(&::umem_torch_host_malloc) host_malloc = nullptr;
+  decltype(&::umem_torch_host_free) host_free = nullptr;
+  decltype(&::umem_torch_host_record_use) record_use = nullptr;
+  decltype(&::umem_torch_empty_cache) empty_cache = nullptr;
+  decltype(&::umem_torch_last_error) last_error = nullptr;
+};
+inline pinned_functions pinned_fn;
+
+#if UMEM_TORCH_HOST_ALLOCATOR
+
+inline void pinned_release(void* p) {
+  if (p != nullptr) (void)pinned_fn.host_free(p);  // a deleter cannot throw; umem logs failures
+}
+
+class pinned_memory_allocator final : public at::HostAllocator {
+ public:
+  c10::DataPtr allocate(std::size_t n) override {
+    const c10::Device cpu(c10::DeviceType::CPU);
+    if (n == 0) return {nullptr, nullptr, &pinned_release, cpu};
+    void* p = nullptr;
+    const umem_status s = pinned_fn.host_malloc(n, -1, &p);
+    TORCH_CHECK_WITH(OutOfMemoryError, s != UMEM_ERR_OUT_OF_MEMORY,
+                     "umem pinned-memory allocator: ", pinned_fn.last_error());
+    TORCH_CHECK(s == UMEM_OK, "umem pinned-memory allocator: ", pinned_fn.last_error());
+    return {p, p, &pinned_release, cpu};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &pinned_release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    if (count != 0) std::memcpy(dest, src, count);
+  }
+  bool record_event(void* ptr, void* ctx, c10::Stream stream) override {
+    const c10::cuda::CUDAStream s(c10::cuda::CUDAStream::UNCHECKED, stream);
+    return pinned_fn.record_use(ctx != nullptr ? ctx : ptr, s.stream(), stream.device_index()) ==
+           UMEM_OK;
+  }
+  void empty_cache() override { (void)pinned_fn.empty_cache(0, nullptr); }
+  at::HostStats get_stats() override { return {}; }
+  void reset_accumulated_stats() override {}
+  void reset_peak_stats() override {}
+};
+
+inline pinned_memory_allocator the_pinned_allocator;
+
+// setHostAllocator's priority argument, where the release has one (above PyTorch's 0).
+template <class A>
+auto set_host_allocator_of(A* a, int) -> decltype(at::setHostAllocator(at::kCUDA, a, 1), void()) {
+  at::setHostAllocator(at::kCUDA, a, std::uint8_t{1});
+}
+template <class A>
+void set_host_allocator_of(A* a, long) {
+  at::setHostAllocator(at::kCUDA, a);
+}
+
+#endif
+
+// Makes umem PyTorch's pinned-memory allocator where the release allows (Note [Pinned memory
+// allocator]); whether the allocator ATen's pinned memory now comes from is umem's.
+inline bool set_pinned_allocator() {
+#if UMEM_TORCH_HOST_ALLOCATOR
+  TORCH_CHECK(pinned_fn.host_malloc != nullptr, "umem: install() the library's functions first");
+  set_host_allocator_of(&the_pinned_allocator, 0);
+  return at::getHostAllocator(at::kCUDA) == &the_pinned_allocator;
+#else
+  return false;
+#endif
+}
+
+}  // namespace umem_extension
