@@ -413,6 +413,7 @@ bool bridge::hold_host_block(void* p, std::size_t reported) {
   const host_use use = std::move(it->second);
   host_uses_.erase(it);
   host_uses_count_.fetch_sub(1, std::memory_order_relaxed);
+  if (process_.is_other()) return false;
   cache_->release_completed();  // earlier held blocks whose transfers are done
   // Every stream as a use, so that the block waits in the cache's shared list, which no stream
   // reuses from: a host block must never become a GPU tensor's.
@@ -684,8 +685,12 @@ device_stats bridge::stats(int device) const {
     out.num_device_alloc += r.stats[alloc::counter::upstream_allocs];
     out.num_device_free += r.stats[alloc::counter::upstream_frees];
   }
-  std::lock_guard lock(mutex_);
-  const usage u = usage_of(device);
+  usage u;
+  {
+    std::lock_guard lock(mutex_);
+    u = gpu_usage(device);
+  }
+  if (device < 0) add_host_usage(u);  // read outside mutex_: the host's has its own locks
   out.allocation = u.allocation;
   out.allocated_bytes = u.allocated;
   out.requested_bytes = u.requested;
@@ -732,7 +737,7 @@ std::map<std::string, std::int64_t> bridge::memory_stats(int device) const {
   std::lock_guard lock(mutex_);
   out["umem.held_for_streams_bytes"] =
       device == host ? 0 : static_cast<std::int64_t>(cache_->held_bytes(device));
-  const usage u = usage_of(device);
+  const usage u = gpu_usage(device);  // what follows has no host part
   out["umem.stream_reuses"] = u.stream_reuses;
   out["umem.limit_bytes"] = u.cap_bytes ? static_cast<std::int64_t>(*u.cap_bytes) : -1;
   out["umem.lent_bytes"] = u.lent_bytes;  // segments of PyTorch's own (private) pools
@@ -741,14 +746,14 @@ std::map<std::string, std::int64_t> bridge::memory_stats(int device) const {
   return out;
 }
 
-bridge::usage bridge::usage_of(int device) const {
-  usage u;
-  if (device == all_devices) {
-    u = total_;
-  } else if (device >= 0) {
-    if (auto it = usage_.find(device); it != usage_.end()) u = it->second;
-    return u;
-  }
+bridge::usage bridge::gpu_usage(int device) const {
+  if (device == all_devices) return total_;
+  if (device >= 0)
+    if (auto it = usage_.find(device); it != usage_.end()) return it->second;
+  return {};
+}
+
+void bridge::add_host_usage(usage& u) const {
   usage h;
   const host_statistics::snapshot hs = host_stats_.read();
   h.allocated = h.active_bytes = hs.allocated_bytes;
@@ -756,7 +761,6 @@ bridge::usage bridge::usage_of(int device) const {
   h.allocation = h.active = hs.allocation;
   h.num_ooms = hs.num_ooms;
   h.num_alloc_retries = hs.num_alloc_retries;
-  if (device == host) return h;
   const auto to = u.gauges(), from = h.gauges();
   for (std::size_t g = 0; g < to.size(); ++g)
     for (std::size_t c = 0; c < alloc::size_class_count; ++c) {
@@ -769,7 +773,6 @@ bridge::usage bridge::usage_of(int device) const {
     }
   u.num_ooms += h.num_ooms;
   u.num_alloc_retries += h.num_alloc_retries;
-  return u;
 }
 
 template <class F>

@@ -135,6 +135,13 @@ thread_record& record_in(const std::shared_ptr<host_statistics::shared>& s) {
 
 }  // namespace
 
+host_statistics::change host_statistics::change_of(std::size_t reported,
+                                                   std::size_t requested) const {
+  static_assert(std::tuple_size_v<decltype(change::amounts)> == gauge_count);
+  return {reported <= small_limit_ ? std::size_t{0} : std::size_t{1},
+          {static_cast<std::int64_t>(reported), static_cast<std::int64_t>(requested), 1}};
+}
+
 host_statistics::host_statistics(std::size_t small_limit)
     : small_limit_(small_limit), shared_(std::make_shared<shared>()) {}
 
@@ -143,9 +150,7 @@ host_statistics::~host_statistics() = default;
 void host_statistics::allocated(std::size_t reported, std::size_t requested) {
   thread_record& r = record_in(shared_);
   shared& s = *shared_;
-  const std::size_t side = reported <= small_limit_ ? 0 : 1;
-  const std::int64_t n[gauge_count] = {static_cast<std::int64_t>(reported),
-                                       static_cast<std::int64_t>(requested), 1};
+  const auto [side, n] = change_of(reported, requested);
   bool push = false;
   for (std::size_t g = 0; g < gauge_count; ++g) {
     const std::size_t mine = cell(g, side), other = cell(g, 1 - side);
@@ -162,9 +167,7 @@ void host_statistics::allocated(std::size_t reported, std::size_t requested) {
 
 void host_statistics::freed(std::size_t reported, std::size_t requested) {
   thread_record& r = record_in(shared_);
-  const std::size_t side = reported <= small_limit_ ? 0 : 1;
-  const std::int64_t n[gauge_count] = {static_cast<std::int64_t>(reported),
-                                       static_cast<std::int64_t>(requested), 1};
+  const auto [side, n] = change_of(reported, requested);
   bool push = false;
   for (std::size_t g = 0; g < gauge_count; ++g) {
     add_to(r.out[cell(g, side)], n[g]);

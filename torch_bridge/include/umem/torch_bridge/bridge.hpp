@@ -283,9 +283,12 @@ class bridge {
   // mutex_, which this takes.
   template <class F>
   void for_each_usage(int device, F&& f);
-  // A copy of the usage statistics of `device` (>= 0, all_devices or host); all_devices adds
-  // the host's (Note [Host path]). mutex_ held.
-  usage usage_of(int device) const;
+  // A copy of the GPU blocks' usage statistics of `device` (>= 0, or all_devices; empty for
+  // host). mutex_ held.
+  usage gpu_usage(int device) const;
+  // Adds the CPU tensors' statistics to `u` (all_devices' peaks then add the two peaks, Note
+  // [Host path]). Takes no lock of the bridge's (host_statistics has its own).
+  void add_host_usage(usage& u) const;
   // The cache_ and this bridge's rung of the allocator's reclaim ladder (the constructors' part).
   void attach(event_factory events);
   // `r` from the allocator, whose reclaim ladder does all the retrying (Note [Reclaim ladder] in
@@ -350,6 +353,9 @@ class bridge {
   };
   std::unordered_map<void*, host_use> host_uses_;
   std::atomic<std::size_t> host_uses_count_{0};
+  // In a forked child the streams are the parent's, and so are the pages their transfers read:
+  // the child's block (a copy) is free at once (Note [Fork] in fork_safety.hpp).
+  alloc::creating_process process_;
   usage total_;                  // every device together (peaks of the sum)
   // One entry per block PyTorch holds (Note [Address map]), with room for live_reserve blocks
   // from the start so that the first thousands of mallocs do not grow it (growing moves every

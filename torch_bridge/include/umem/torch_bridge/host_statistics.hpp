@@ -56,6 +56,14 @@ class host_statistics {
   struct shared;  // the records and totals, kept alive by the threads that count in them
 
  private:
+  // The side (0: small_pool, 1: large_pool) a block counts in, and what it adds to each gauge:
+  // bytes, requested bytes, one allocation.
+  struct change {
+    std::size_t side;
+    std::array<std::int64_t, 3> amounts;
+  };
+  change change_of(std::size_t reported, std::size_t requested) const;
+
   std::size_t small_limit_;
   std::shared_ptr<shared> shared_;
 };
