@@ -34,18 +34,19 @@ class counting_event final : public machine::stream_event {
   int queries_ = 3;  // nothing recorded: complete
 };
 
-// `capacity` bytes of memory in all (0: unlimited), segments rounded to 2 MiB.
+// `capacity` bytes of memory in all (0: unlimited), segments rounded to 2 MiB; counting_events
+// unless `events` says otherwise.
 struct fixture {
   alloc::test::fake_upstream* upstream = nullptr;
   std::unique_ptr<bridge> b;
-  explicit fixture(std::size_t capacity = 0) {
+  explicit fixture(std::size_t capacity = 0,
+                   event_factory events = [](int) { return std::make_unique<counting_event>(); }) {
     auto up = std::make_unique<alloc::test::fake_upstream>(capacity, std::size_t{2} << 20, 4096);
     upstream = up.get();
     auto a = std::make_unique<alloc::allocator>(
         alloc::alloc_options{}, one_node(), std::move(up),
         std::make_unique<alloc::no_gpu_mapper>("test: no GPU"));
-    b = std::make_unique<bridge>(
-        std::move(a), [](int) { return std::make_unique<counting_event>(); }, true, "");
+    b = std::make_unique<bridge>(std::move(a), std::move(events), true, "");
   }
 };
 

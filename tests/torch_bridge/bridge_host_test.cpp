@@ -16,6 +16,7 @@
 
 #include "torch_bridge/bridge_fixture.hpp"
 #include "umem/core/error.hpp"
+#include "umem/machine/stream_event.hpp"
 #include "umem/torch_bridge/bridge.hpp"
 
 namespace {
@@ -202,6 +203,45 @@ TEST(bridge_host, a_block_a_stream_uses_waits_for_the_stream_before_reuse) {
   f.b->deallocate(gpu);
   f.b->empty_cache(true);  // every device synchronized: the held block goes back to its pool
   EXPECT_EQ(held(), 0);
+}
+
+// Counts the queries made while a graph capture is underway, when they are illegal (Note [Frees
+// during graph capture] in stream_ordered_cache.hpp); completes on the third query otherwise.
+struct capture_watch {
+  bool capturing = false;
+  int queries_during_capture = 0;
+};
+class watched_event final : public machine::stream_event {
+ public:
+  explicit watched_event(capture_watch& w) : w_(w) {}
+  void record(void*) override { queries_ = 0; }
+  bool query() override {
+    if (w_.capturing) ++w_.queries_during_capture;
+    return ++queries_ >= 3;
+  }
+  void synchronize() override { queries_ = 3; }
+
+ private:
+  capture_watch& w_;
+  int queries_ = 3;
+};
+
+TEST(bridge_host, a_free_during_a_capture_queries_no_event) {
+  capture_watch w;
+  fixture f(0, [&w](int) { return std::make_unique<watched_event>(w); });
+  void* before = f.b->allocate_host(4096, -1);
+  ASSERT_TRUE(f.b->record_host_use(before, stream0(), 0));
+  f.b->deallocate_host(before);  // held: its event has not completed
+  f.b->capture_begin();
+  w.capturing = true;
+  void* during = f.b->allocate_host(4096, -1);
+  ASSERT_TRUE(f.b->record_host_use(during, stream0(), 0));
+  f.b->deallocate_host(during);
+  w.capturing = false;
+  f.b->capture_end();
+  EXPECT_EQ(w.queries_during_capture, 0);
+  EXPECT_GE(f.b->memory_stats(0).at("umem.held_for_streams_bytes"), 2 * 4096);
+  f.b->empty_cache(true);
 }
 
 TEST(bridge_host, only_live_host_blocks_and_one_gpu_are_recorded) {

@@ -414,7 +414,9 @@ bool bridge::hold_host_block(void* p, std::size_t reported) {
   host_uses_.erase(it);
   host_uses_count_.fetch_sub(1, std::memory_order_relaxed);
   if (process_.is_other()) return false;
-  cache_->release_completed();  // earlier held blocks whose transfers are done
+  // Earlier held blocks whose transfers are done; no event is queried during a capture (Note
+  // [Frees during graph capture] in stream_ordered_cache.hpp).
+  if (captures_.load() == 0) cache_->release_completed();
   // Every stream as a use, so that the block waits in the cache's shared list, which no stream
   // reuses from: a host block must never become a GPU tensor's.
   cache_->deallocate(held_block{p, reported, use.device, true}, use.streams.front(), use.streams,
