@@ -28,12 +28,15 @@ umem_status umem_torch_host_free(void* ptr) {
 }
 
 umem_status umem_torch_host_record_use(void* ptr, void* stream, int device) {
-  return guarded(last, [&] {
-    if (!get_bridge().record_host_use(ptr, stream, device))
-      umem::throw_error(umem::errc::not_found,
-                        "umem_torch_host_record_use: not a live block of umem_torch_host_malloc, or "
-                        "one that another GPU's streams use already");
-  });
+  // Every non_blocking copy of any CPU tensor asks: memory that is not umem's is an answer, not a
+  // failure worth an exception.
+  bool recorded = false;
+  const umem_status s =
+      guarded(last, [&] { recorded = get_bridge().record_host_use(ptr, stream, device); });
+  if (s != UMEM_OK || recorded) return s;
+  return fail(last, UMEM_ERR_NOT_FOUND,
+              "umem_torch_host_record_use: not a live block of umem_torch_host_malloc, or one that "
+              "another GPU's streams use already");
 }
 
 char* umem_torch_gpu_access_json(const void* ptr, size_t size) {
