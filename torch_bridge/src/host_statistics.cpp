@@ -24,6 +24,11 @@ constexpr std::int64_t flush_count = 256;
 constexpr std::int64_t flush_limit(std::size_t g) {
   return g == count_gauge ? flush_count : flush_bytes;
 }
+// An allocation's own block, up to this size, may stay unpushed beyond the limits: a thread that
+// allocates and frees one large block at a time (a 16 MiB activation in a loop) then pushes
+// nothing, as its free cancels the allocation, instead of two pushes to the cache line every
+// other thread's pushes and peak checks use (Note [Host statistics]).
+constexpr std::int64_t carried_block_limit = std::int64_t{64} << 20;
 
 using counters = std::array<std::atomic<std::int64_t>, cells>;
 
@@ -151,6 +156,7 @@ void host_statistics::allocated(std::size_t reported, std::size_t requested) {
   thread_record& r = record_in(shared_);
   shared& s = *shared_;
   const auto [side, n] = change_of(reported, requested);
+  const bool carried = n[bytes_gauge] <= carried_block_limit;
   bool push = false;
   for (std::size_t g = 0; g < gauge_count; ++g) {
     const std::size_t mine = cell(g, side), other = cell(g, 1 - side);
@@ -160,7 +166,7 @@ void host_statistics::allocated(std::size_t reported, std::size_t requested) {
         here + s.current[other].load(std::memory_order_relaxed) + r.unpushed(other);
     raise(s.peak[g * alloc::size_class_count + 1 + side], here);
     raise(s.peak[g * alloc::size_class_count], all);
-    push = push || std::llabs(r.unpushed(mine)) > flush_limit(g);
+    push = push || std::llabs(r.unpushed(mine) - (carried ? n[g] : 0)) > flush_limit(g);
   }
   if (push) s.push(r);
 }

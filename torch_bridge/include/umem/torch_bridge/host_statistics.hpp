@@ -10,11 +10,15 @@
 // own cache lines), and a read adds the records up. A free counts in the freeing thread's record,
 // so a record's difference may be negative; the sum is the current value.
 // Peaks need a running total. Each record pushes its balance to shared totals when it has moved
-// more than flush_bytes or flush_count since its last push (and when its thread ends), so the
-// shared totals lag by at most that per thread; an allocation compares the shared total plus its
-// own thread's lag with the peak and raises the peak (a compare-and-swap) only when it is higher,
-// which steady allocate-free loops never are. With one thread allocating, peaks are exact; with
-// several, a peak may miss the other threads' unpushed balances (at most flush_bytes each).
+// more than flush_bytes or flush_count since its last push, not counting the block just allocated
+// if it is at most carried_block_limit (and when its thread ends), so the shared totals lag by at
+// most that per thread; an allocation compares the shared total plus its own thread's lag with the
+// peak and raises the peak (a compare-and-swap) only when it is higher, which steady
+// allocate-free loops never are. With one thread allocating, peaks are exact; with several, a
+// peak may miss the other threads' unpushed balances (at most flush_bytes and one block of at
+// most carried_block_limit each). Without that block's allowance, a thread allocating and freeing
+// one block above flush_bytes at a time would push on every call, and two such threads spent most
+// of their time passing the shared totals' cache line between them.
 // Records of threads that ended are reused by new threads, keeping their sums.
 // Thread-safe. The first allocation of a thread takes a mutex (and may allocate its record);
 // reads and resets take it too.
