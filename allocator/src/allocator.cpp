@@ -369,6 +369,12 @@ void* allocator::allocate(std::size_t bytes) {
   return impl::allocate_slow(*this, bytes);
 }
 
+void* allocator::allocate_cached(std::size_t bytes) {
+  if (caching_pool* fixed = impl_->policy_home.load(std::memory_order_acquire))
+    return fixed->allocate_cached<last_used>(bytes);
+  return impl_->default_route().home->allocate_cached(bytes);
+}
+
 void* allocator::impl::allocate_slow(allocator& a, std::size_t bytes, const request& r) {
   impl& self = *a.impl_;
   if (!r.where && !r.kind) {

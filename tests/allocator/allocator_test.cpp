@@ -210,6 +210,27 @@ TEST(Allocator, AThreadAlternatingBetweenPoolsIsServedFromBothCaches) {
   EXPECT_EQ(f.a->memory_stats().at("allocation.all.current"), 0);
 }
 
+// allocate_cached() is allocate()'s first step alone, for a fixed policy (its own fast path) and
+// for `local` (the route of the calling thread's node): the thread's cached block, or nullptr
+// with nothing allocated, never the pool's locked path.
+TEST(Allocator, AllocateCachedServesOnlyTheThreadsCachedBlocks) {
+  for (const char* policy : {"policy:node:0", "policy:local"}) {
+    SCOPED_TRACE(policy);
+    four_node_allocator f(policy);
+    EXPECT_EQ(f.a->allocate_cached(4096), nullptr) << "nothing is cached yet";
+    EXPECT_EQ(f.a->memory_stats().at("allocation.all.allocated"), 0);
+    void* x = f.a->allocate(4096);
+    f.a->deallocate(x);
+    EXPECT_EQ(f.a->allocate_cached(4096), x);
+    EXPECT_EQ(f.a->allocate_cached(4096), nullptr) << "the cache held one block";
+    const auto stats = f.a->memory_stats();
+    EXPECT_EQ(stats.at("allocation.all.current"), 1);
+    EXPECT_EQ(stats.at("allocation.all.allocated"), 2);
+    EXPECT_EQ(stats.at("cache_hits"), 1);
+    f.a->deallocate(x);
+  }
+}
+
 // Threads allocate through the default route and explicit nodes (creating pools while others
 // free), each freeing its own blocks: no block is handed out twice and the totals add up.
 TEST(Allocator, ThreadsSharingTheFrontEndKeepBlocksApartAndStatsExact) {

@@ -47,7 +47,7 @@
 //     fraction's cap.
 //  5. The allocator: allocator::allocate (allocator.cpp:359) takes a cached block of the policy's
 //     pool, allocate_cached (caching_pool.hpp:213), without a lock where it can (Note [Fast path]);
-//     else it resolves the device's placement and allocator::allocate_from (allocator.cpp:395)
+//     else it resolves the device's placement and allocator::allocate_from (allocator.cpp:401)
 //     tries the pool of its NUMA node, caching_pool::try_allocate (caching_pool.cpp:236): a cached
 //     block, else a new segment; out of memory, the reclaim ladder.
 // On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:631), whose free()
@@ -57,7 +57,7 @@
 // (bridge.cpp:366): a block of the device's sole stream goes straight back to the allocator;
 // others wait in the stream-ordered cache, cache_->deallocate (bridge.cpp:366, Note
 // [Stream-ordered reuse] in umem_torch.h), until their streams' work is done, then
-// bridge::released (bridge.cpp:186) hands them to allocator::deallocate (allocator.cpp:435),
+// bridge::released (bridge.cpp:186) hands them to allocator::deallocate (allocator.cpp:441),
 // which returns them to their pool: deallocate_cached (caching_pool.hpp:224), else
 // caching_pool::deallocate_if_owned (caching_pool.cpp:505).
 //

@@ -469,10 +469,15 @@ bool bridge::owns(const void* p) const {
 
 void* bridge::allocate_host(std::size_t bytes, int node) {
   if (bytes == 0) throw_error(errc::invalid_argument, "umem torch bridge: allocation of 0 bytes");
-  alloc::request r;
-  if (node >= 0) r.where = alloc::placement{alloc::placement_kind::node, node, {}};
   const std::size_t reported = pytorch_size(bytes);
-  void* p = allocate_capped(reported, r, -1);
+  // A thread-cached block first, without the request and retry bookkeeping of allocate_capped:
+  // small CPU tensors are most of PyTorch's allocations, and this is what a hit costs.
+  void* p = node < 0 ? alloc_->allocate_cached(reported) : nullptr;
+  if (p == nullptr) {
+    alloc::request r;
+    if (node >= 0) r.where = alloc::placement{alloc::placement_kind::node, node, {}};
+    p = allocate_capped(reported, r, -1);
+  }
   try {
     host_stats_.allocated(reported, bytes);  // std::bad_alloc only on a thread's first call
   } catch (...) {

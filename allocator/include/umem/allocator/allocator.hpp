@@ -134,6 +134,12 @@ class allocator {
   // The same with the default request: the common call, which builds no request object (the
   // caller of a defaulted `request` argument cleared its 96 bytes on every call).
   void* allocate(std::size_t bytes);
+  // allocate(bytes)'s first step alone: a block from the calling thread's cache of the default
+  // policy's pool (Note [Fast path] in caching_pool.hpp), or nullptr where allocate() would go on
+  // to the pool's locked path and the reclaim ladder. For callers whose own slow path differs
+  // (the torch bridge's CPU tensors count the ladder's retries). Throws only what finding the
+  // default policy's pool the first time throws (as allocate()).
+  void* allocate_cached(std::size_t bytes);
   // Throws umem::error(invalid_argument) for a pointer this allocator does not own or a double
   // free; nothing changes then. Null is a no-op.
   void deallocate(void* p);
