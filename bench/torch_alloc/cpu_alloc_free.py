@@ -193,9 +193,11 @@ def measure_allocators(allocator):
         for size in SIZES:
             bodies = [lambda n, current=current: loop.allocator_loop(current, size, n)
                       for current in (False, True)]
-            iterations = max(calibrated(b, threads) for b in bodies)
+            # Each its own count: with one count for both, PyTorch's 64 MiB loop (about 1000
+            # times umem's time there) ran for minutes per pair.
+            counts = [calibrated(b, threads) for b in bodies]
             out[f"{threads}|{size}"] = [
-                [timed(lambda: b(iterations), threads) / iterations for b in bodies]
+                [timed(lambda b=b, n=n: b(n), threads) / n for b, n in zip(bodies, counts)]
                 for _ in range(PAIRS)]
     os.sched_setaffinity(0, cores)
     return out

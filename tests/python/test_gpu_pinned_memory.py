@@ -47,3 +47,27 @@ def test_a_cpu_tensor_dropped_during_its_non_blocking_copy_is_not_reused_early(p
     exposed = run_child(package_dir, "in_flight", "withheld")
     assert exposed["pinned_enabled"] is False
     assert exposed["reused"] > 0 and exposed["wrong"] != [], exposed
+
+
+@pytest.mark.skipif(not REGISTRY, reason=f"PyTorch {torch.__version__} has no host-allocator "
+                    "registry (2.8 and later): graph captures never reach umem's")
+def test_pinned_memory_of_a_graph_capture_stays_the_graph_s_until_the_graph_is_reset(package_dir):
+    r = run_child(package_dir, "graph")
+    assert r["pinned_enabled"] is True
+    # The capture ran (where at::HostAllocator has private pools, PyTorch asks the host allocator
+    # at every capture_begin), the block freed inside it stayed allocated, no later pinned tensor
+    # got it, and every replay copied the captured values.
+    assert r["kept"] == 1 and r["reused"] == 0 and r["wrong"] == 0, r
+    assert r["with_graph"] == 1 and r["after_reset"] == 0, r
+
+
+@pytest.mark.skipif(not REGISTRY, reason=f"PyTorch {torch.__version__} has no host-allocator "
+                    "registry (2.8 and later): host_memory_stats() never asks umem")
+def test_host_memory_stats_are_umem_s_host_statistics(package_dir):
+    r = run_child(package_dir, "host_stats")
+    assert r["pinned_enabled"] is True
+    assert "allocated_bytes.current" in r["pytorch"], r["keys"]
+    # What PyTorch reports is umem's host statistics, read at the same moment.
+    assert r["pytorch"] == r["umem"], r
+    assert r["pytorch"]["allocated_bytes.current"] >= 40960, r  # the segment holding the block
+    assert r["reset"]["allocated_bytes.peak"] == r["reset"]["allocated_bytes.current"], r

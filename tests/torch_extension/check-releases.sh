@@ -85,9 +85,11 @@ compile() {
     grep -m 20 -E "error|fatal" "$log"
     return 1
   fi
-  # "'virtual void {anonymous}::umem_cuda_allocator::emptyCache()' can be marked override"
-  sed -n "s/.*'virtual [^']*umem_cuda_allocator::\([^']*\)' can be marked override.*/\1/p" "$log" \
-    | sed 's/{anonymous}:://g' | sort -u > "$work/$release-$build.overrides"
+  # "'virtual void {anonymous}::umem_cuda_allocator::emptyCache()' can be marked override"; the
+  # pinned-memory allocator's (at::HostAllocator's, 2.8 on) listed with its class name.
+  { sed -n "s/.*'virtual [^']*umem_cuda_allocator::\([^']*\)' can be marked override.*/\1/p" "$log"
+    sed -n "s/.*'virtual [^']*umem_extension::\(pinned_memory_allocator::[^']*\)' can be marked override.*/\1/p" "$log"
+  } | sed 's/{anonymous}:://g' | sort -u > "$work/$release-$build.overrides"
   expected="$here/overrides-$release$([ "$build" = rocm ] && echo -rocm).txt"
   if ! diff -u "$expected" "$work/$release-$build.overrides"; then
     echo "check-releases: PyTorch $release ($build): the forms that override differ from $(basename "$expected") (above)"

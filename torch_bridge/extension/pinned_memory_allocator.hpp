@@ -19,14 +19,25 @@
 //   know.
 // - empty_cache: umem_torch_empty_cache(0): blocks whose streams are done go back to their pools,
 //   and free cached segments to the system.
-// - get_stats and the resets: PyTorch's HostStats stay zero (torch.cuda.host_memory_stats());
-//   umem counts pinned blocks with the CPU tensors (umem.torch.memory_stats("cpu")).
+// - get_stats and the resets (torch.cuda.host_memory_stats() and its resets): umem's host
+//   statistics (umem_torch_get_device_stats(UMEM_TORCH_HOST), umem.torch.memory_stats("cpu")),
+//   which count pinned blocks together with umem's CPU tensors (on a machine where umem is the CPU
+//   allocator every CPU tensor is pinned memory). active_requests and active_bytes are umem's live
+//   host blocks (sizes rounded as PyTorch's CUDA allocator rounds, to 512 bytes; PyTorch's host
+//   allocator rounds its blocks up to a power of two); allocations, allocated_bytes,
+//   num_host_alloc and num_host_free are umem's host segments, which are what umem obtains and
+//   registers with the GPU runtime (PyTorch's host allocator registers every block alone). The
+//   durations (host_alloc_time, host_free_time) are not measured and stay zero.
+// - begin_allocate_to_pool, end_allocate_to_pool, release_pool where the release declares them:
+//   graph captures' private pools (Note [Pinned memory in graph captures] in pinned_graph_pools.hpp).
 #pragma once
 
 #include <c10/util/Exception.h>
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <type_traits>
 #include <utility>
 
 #include "torch_compat.hpp"
@@ -35,6 +46,8 @@
 #if UMEM_TORCH_AT_LEAST(2, 8)
 #include <ATen/core/CachingHostAllocator.h>
 #include <c10/cuda/CUDAStream.h>
+#include "pinned_graph_pools.hpp"
+#include "relaxed_capture.hpp"
 #define UMEM_TORCH_HOST_ALLOCATOR 1
 #else
 #define UMEM_TORCH_HOST_ALLOCATOR 0
@@ -42,21 +55,54 @@
 
 namespace umem_extension {
 
+// umem's statistic into PyTorch's (whose Stat type differs between releases and allocators).
+template <class S>
+void add_stat(S& to, const umem_torch_stat& from) {
+  to.current += from.current;
+  to.peak += from.peak;
+  to.allocated += from.allocated;
+  to.freed += from.freed;
+}
+
 // libumem_torch.so's functions the pinned-memory allocator calls (set by the extension's install()).
 struct pinned_functions {
   decltype(&::umem_torch_host_malloc) host_malloc = nullptr;
   decltype(&::umem_torch_host_free) host_free = nullptr;
   decltype(&::umem_torch_host_record_use) record_use = nullptr;
   decltype(&::umem_torch_empty_cache) empty_cache = nullptr;
+  decltype(&::umem_torch_get_device_stats) get_stats = nullptr;
+  decltype(&::umem_torch_reset_accumulated_stats) reset_accumulated = nullptr;
+  decltype(&::umem_torch_reset_peak_stats) reset_peak = nullptr;
   decltype(&::umem_torch_last_error) last_error = nullptr;
 };
 inline pinned_functions pinned_fn;
 
 #if UMEM_TORCH_HOST_ALLOCATOR
 
+inline pinned_graph_pools pinned_pools;
+
 inline void pinned_release(void* p) {
-  if (p != nullptr) (void)pinned_fn.host_free(p);  // a deleter cannot throw; umem logs failures
+  if (p == nullptr || pinned_pools.keep(p)) return;
+  (void)pinned_fn.host_free(p);  // a deleter cannot throw; umem logs failures
 }
+
+inline void pinned_check(umem_status s, const char* what) {
+  TORCH_CHECK(s == UMEM_OK, "umem pinned-memory allocator: ", what, ": ", pinned_fn.last_error());
+}
+
+// True where A does not declare the graph-pool functions (Note [Pinned memory in graph
+// captures]) or declares them in the form pinned_memory_allocator overrides.
+template <class A, class = void>
+struct graph_pools_overridable : std::true_type {};
+template <class A>
+struct graph_pools_overridable<A, std::void_t<decltype(&A::begin_allocate_to_pool),
+                                              decltype(&A::end_allocate_to_pool),
+                                              decltype(&A::release_pool)>>
+    : std::bool_constant<
+          std::is_same_v<decltype(&A::begin_allocate_to_pool),
+                         void (A::*)(mempool_id, std::function<bool(c10::Stream)>)> &&
+          std::is_same_v<decltype(&A::end_allocate_to_pool), void (A::*)(mempool_id)> &&
+          std::is_same_v<decltype(&A::release_pool), void (A::*)(mempool_id)>> {};
 
 class pinned_memory_allocator final : public at::HostAllocator {
  public:
@@ -64,10 +110,16 @@ class pinned_memory_allocator final : public at::HostAllocator {
     const c10::Device cpu(c10::DeviceType::CPU);
     if (n == 0) return {nullptr, nullptr, &pinned_release, cpu};
     void* p = nullptr;
-    const umem_status s = pinned_fn.host_malloc(n, -1, &p);
+    umem_status s = UMEM_OK;
+    {
+      // A capture underway: a new segment's registration must not invalidate it.
+      const relaxed_capture relaxed(pinned_pools.capturing());
+      s = pinned_fn.host_malloc(n, -1, &p);
+    }
     TORCH_CHECK_WITH(OutOfMemoryError, s != UMEM_ERR_OUT_OF_MEMORY,
                      "umem pinned-memory allocator: ", pinned_fn.last_error());
     TORCH_CHECK(s == UMEM_OK, "umem pinned-memory allocator: ", pinned_fn.last_error());
+    pinned_pools.adopt(p, c10::cuda::getCurrentCUDAStream());
     return {p, p, &pinned_release, cpu};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &pinned_release; }
@@ -80,10 +132,37 @@ class pinned_memory_allocator final : public at::HostAllocator {
            UMEM_OK;
   }
   void empty_cache() override { (void)pinned_fn.empty_cache(0, nullptr); }
-  at::HostStats get_stats() override { return {}; }
-  void reset_accumulated_stats() override {}
-  void reset_peak_stats() override {}
+  at::HostStats get_stats() override {
+    umem_torch_device_stats u{};
+    pinned_check(pinned_fn.get_stats(UMEM_TORCH_HOST, &u), "statistics");
+    at::HostStats s;
+    add_stat(s.active_requests, u.active[0]);
+    add_stat(s.active_bytes, u.active_bytes[0]);
+    add_stat(s.allocations, u.segment[0]);
+    add_stat(s.allocated_bytes, u.reserved_bytes[0]);
+    s.num_host_alloc = u.num_device_alloc;
+    s.num_host_free = u.num_device_free;
+    return s;
+  }
+  void reset_accumulated_stats() override {
+    pinned_check(pinned_fn.reset_accumulated(UMEM_TORCH_HOST), "reset_accumulated_host_memory_stats");
+  }
+  void reset_peak_stats() override {
+    pinned_check(pinned_fn.reset_peak(UMEM_TORCH_HOST), "reset_peak_host_memory_stats");
+  }
+  // Overrides where at::HostAllocator declares them (graph_pools_overridable).
+  void begin_allocate_to_pool(mempool_id id, std::function<bool(c10::Stream)> filter) {
+    pinned_pools.begin(id, std::move(filter));
+  }
+  void end_allocate_to_pool(mempool_id id) { pinned_pools.end(id); }
+  void release_pool(mempool_id id) {
+    for (void* p : pinned_pools.release(id)) (void)pinned_fn.host_free(p);
+  }
 };
+static_assert(std::is_same_v<mempool_id, pinned_graph_pools::pool_id>);
+static_assert(graph_pools_overridable<at::HostAllocator>::value,
+              "at::HostAllocator's graph-pool functions changed: pinned_memory_allocator's "
+              "no longer override them");
 
 inline pinned_memory_allocator the_pinned_allocator;
 

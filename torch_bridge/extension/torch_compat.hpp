@@ -81,7 +81,6 @@ using allocator_stream = c10::cuda::CUDAStream;
 // Names every release has: c10::cuda keeps MempoolId_t for compatibility once it moved to c10,
 // and CUDACachingAllocator re-exports the trace types once they moved to CachingDeviceAllocator.
 using mempool_id = c10::cuda::MempoolId_t;
-using stat = std::decay_t<decltype(std::declval<cca::DeviceStats&>().allocation[0])>;
 using trace_entry = cca::TraceEntry;
 using allocator_ptr = std::shared_ptr<cca::CUDAAllocator>;
 // attachOomRejectionObserver's argument (c10 2.14.1's OomRejectionObserver).

@@ -31,10 +31,10 @@
 //     torch.cuda.memory.change_current_allocator (enabling.py:184). at::detail::empty_generic
 //     (aten/src/ATen/EmptyTensor.cpp) makes the storage with that allocator's allocate(nbytes).
 //  2. Extension mode: that allocator is umem_cuda_allocator (this file), made by
-//     extension.make_allocator (enabling.py:179). Its allocate() (umem_cuda_allocator.cpp:197)
-//     calls umem_alloc(), which calls fn.umem_torch_extension_alloc (umem_cuda_allocator.cpp:590):
+//     extension.make_allocator (enabling.py:179). Its allocate() (umem_cuda_allocator.cpp:183)
+//     calls umem_alloc(), which calls fn.umem_torch_extension_alloc (umem_cuda_allocator.cpp:576):
 //     a pointer into libumem_torch.so that the Python package passed to install()
-//     (_extension.py:122) and UMEM_TAKE (umem_cuda_allocator.cpp:642) took, so that the library is
+//     (_extension.py:122) and UMEM_TAKE (umem_cuda_allocator.cpp:628) took, so that the library is
 //     loaded once. Pluggable mode: the allocator is PyTorch's CUDAPluggableAllocator
 //     (torch/csrc/cuda/CUDAPluggableAllocator.cpp), whose allocate() calls the function
 //     torch.cuda.memory.CUDAPluggableAllocator looked up by name in the library,
@@ -50,8 +50,8 @@
 //     else it resolves the device's placement and allocator::allocate_from (allocator.cpp:401)
 //     tries the pool of its NUMA node, caching_pool::try_allocate (caching_pool.cpp:236): a cached
 //     block, else a new segment; out of memory, the reclaim ladder.
-// On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:631), whose free()
-// calls fn.umem_torch_extension_release (umem_cuda_allocator.cpp:227) and so
+// On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:617), whose free()
+// calls fn.umem_torch_extension_release (umem_cuda_allocator.cpp:213) and so
 // umem_torch_extension_release (enabling.cpp:182); in pluggable mode CUDAPluggableAllocator's
 // raw_delete calls umem_torch_pluggable_free (enabling.cpp:155). Both call bridge::deallocate
 // (bridge.cpp:366): a block of the device's sole stream goes straight back to the allocator;
@@ -88,6 +88,7 @@
 
 #include "memory_history.hpp"
 #include "pinned_memory_allocator.hpp"
+#include "relaxed_capture.hpp"
 #include "torch_compat.hpp"
 #include "umem/umem_torch.h"
 #if UMEM_TORCH_PLUGGABLE_HEADER
@@ -156,25 +157,10 @@ void event_destroy(void* e) { C10_CUDA_CHECK_WARN(cudaEventDestroy(static_cast<c
 const umem_torch_event_provider events{event_create, event_record, event_query,
                                        event_synchronize, event_destroy};
 
-// Relaxed capture mode for the scope, when asked (Note [Capture safety]).
-struct relaxed_capture {
-  explicit relaxed_capture(bool on) {
-    if (on) guard.emplace(cudaStreamCaptureModeRelaxed);
-  }
-  std::optional<c10::cuda::CUDAStreamCaptureModeGuard> guard;
-};
-
 class umem_cuda_allocator;
 umem_cuda_allocator* the_allocator = nullptr;  // PyTorch keeps it for the process's life
 
 void delete_block(void* p);
-
-void add_stat(ue::stat& to, const umem_torch_stat& from) {
-  to.current += from.current;
-  to.peak += from.peak;
-  to.allocated += from.allocated;
-  to.freed += from.freed;
-}
 
 class umem_cuda_allocator final : public cca::CUDAAllocator {
  public:
@@ -223,7 +209,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     if (p == nullptr) return;
     umem_status s;
     {
-      const relaxed_capture relaxed(capturing());
+      const ue::relaxed_capture relaxed(capturing());
       s = fn.umem_torch_extension_release(p);  // one lookup: umem's blocks are the common case
     }
     if (s == UMEM_OK) {
@@ -255,13 +241,13 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     umem_torch_device_stats u{};
     check(fn.umem_torch_get_device_stats(device, &u), "statistics");
     for (std::size_t c = 0; c < 3; ++c) {
-      add_stat(s.allocation[c], u.allocation[c]);
-      add_stat(s.segment[c], u.segment[c]);
-      add_stat(s.active[c], u.active[c]);
-      add_stat(s.allocated_bytes[c], u.allocated_bytes[c]);
-      add_stat(s.reserved_bytes[c], u.reserved_bytes[c]);
-      add_stat(s.active_bytes[c], u.active_bytes[c]);
-      add_stat(s.requested_bytes[c], u.requested_bytes[c]);
+      ue::add_stat(s.allocation[c], u.allocation[c]);
+      ue::add_stat(s.segment[c], u.segment[c]);
+      ue::add_stat(s.active[c], u.active[c]);
+      ue::add_stat(s.allocated_bytes[c], u.allocated_bytes[c]);
+      ue::add_stat(s.reserved_bytes[c], u.reserved_bytes[c]);
+      ue::add_stat(s.active_bytes[c], u.active_bytes[c]);
+      ue::add_stat(s.requested_bytes[c], u.requested_bytes[c]);
     }
     s.num_alloc_retries += u.num_alloc_retries;
     s.num_ooms += u.num_ooms;
@@ -586,7 +572,7 @@ class umem_cuda_allocator final : public cca::CUDAAllocator {
     void* p = nullptr;
     umem_status s;
     {
-      const relaxed_capture relaxed(capturing());
+      const ue::relaxed_capture relaxed(capturing());
       s = fn.umem_torch_extension_alloc(n, device, stream, &p);
     }
     if (s == UMEM_ERR_OUT_OF_MEMORY) {
@@ -642,9 +628,10 @@ void install(const pybind11::dict& functions) {
 #define UMEM_TAKE(name) fn.name = reinterpret_cast<decltype(fn.name)>(take(#name));
   UMEM_FUNCTIONS(UMEM_TAKE)
 #undef UMEM_TAKE
-  ue::pinned_fn = {fn.umem_torch_host_malloc, fn.umem_torch_host_free,
-                   fn.umem_torch_host_record_use, fn.umem_torch_empty_cache,
-                   fn.umem_torch_last_error};
+  ue::pinned_fn = {fn.umem_torch_host_malloc,      fn.umem_torch_host_free,
+                   fn.umem_torch_host_record_use,  fn.umem_torch_empty_cache,
+                   fn.umem_torch_get_device_stats, fn.umem_torch_reset_accumulated_stats,
+                   fn.umem_torch_reset_peak_stats, fn.umem_torch_last_error};
 }
 
 // Umem's event provider in PyTorch's runtime; UMEM_ERR_ALREADY_INITIALIZED when umem's bridge
