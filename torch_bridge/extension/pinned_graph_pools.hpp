@@ -88,8 +88,8 @@ class pinned_graph_pools {
     std::lock_guard lock(mutex_);
     for (const auto& [id, accepts] : captures_)
       if (accepts(current)) {
-        ++pools_[id].live;
-        owner_[block] = id;
+        owner_[block] = id;  // first: it may throw, and then nothing changed
+        ++pools_.find(id)->second.live;  // the capture's pool exists until its last release
         return;
       }
   }

@@ -119,7 +119,12 @@ class pinned_memory_allocator final : public at::HostAllocator {
     TORCH_CHECK_WITH(OutOfMemoryError, s != UMEM_ERR_OUT_OF_MEMORY,
                      "umem pinned-memory allocator: ", pinned_fn.last_error());
     TORCH_CHECK(s == UMEM_OK, "umem pinned-memory allocator: ", pinned_fn.last_error());
-    pinned_pools.adopt(p, c10::cuda::getCurrentCUDAStream());
+    try {
+      pinned_pools.adopt(p, c10::cuda::getCurrentCUDAStream());
+    } catch (...) {  // std::bad_alloc, or the capture's filter threw: the block is nobody's
+      (void)pinned_fn.host_free(p);
+      throw;
+    }
     return {p, p, &pinned_release, cpu};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &pinned_release; }
