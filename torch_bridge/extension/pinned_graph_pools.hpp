@@ -95,22 +95,19 @@ class pinned_graph_pools {
   }
 
   // A block being freed: true when its pool keeps it (a graph still uses the pool); false when
-  // the caller frees it as usual.
+  // the caller frees it as usual. Throws only std::bad_alloc, changing nothing.
   bool keep(void* block) {
     if (!pools_exist_.load(std::memory_order_acquire)) return false;
     std::lock_guard lock(mutex_);
     const auto owned = owner_.find(block);
     if (owned == owner_.end()) return false;
     const auto it = pools_.find(owned->second);
-    owner_.erase(owned);
     pool& p = it->second;
-    --p.live;
-    if (p.users > 0) {
-      p.kept.push_back(block);
-      return true;
-    }
-    if (p.live == 0) erase(it);
-    return false;
+    const bool kept = p.users > 0;
+    if (kept) p.kept.push_back(block);  // first: it may throw
+    owner_.erase(owned);
+    if (--p.live == 0 && !kept) erase(it);
+    return kept;
   }
 
  private:

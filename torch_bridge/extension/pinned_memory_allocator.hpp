@@ -81,9 +81,15 @@ inline pinned_functions pinned_fn;
 
 inline pinned_graph_pools pinned_pools;
 
-inline void pinned_release(void* p) {
-  if (p == nullptr || pinned_pools.keep(p)) return;
-  (void)pinned_fn.host_free(p);  // a deleter cannot throw; umem logs failures
+// A deleter cannot throw: umem logs host_free's failures, and a block whose graph pool could not
+// record it (out of memory) is left allocated, since a graph may still read it.
+inline void pinned_release(void* p) noexcept {
+  try {
+    if (p == nullptr || pinned_pools.keep(p)) return;
+  } catch (...) {
+    return;
+  }
+  (void)pinned_fn.host_free(p);
 }
 
 inline void pinned_check(umem_status s, const char* what) {
