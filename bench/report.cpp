@@ -1,6 +1,7 @@
 // umem_bench_report: turns the Google Benchmark JSON files of umem_bench (one per process:
-// glibc + everything else, then jemalloc and mimalloc preloaded) into one markdown document with
-// the comparison tables and the issue's targets as PASS/FAIL lines. Prints it and writes it.
+// glibc + everything else, then jemalloc and mimalloc preloaded; several rounds of them) into one
+// markdown document with the comparison tables and the issue's targets as PASS/FAIL lines. Prints
+// it and writes it.
 //
 //   umem_bench_report --out FILE --command TEXT --settings TEXT results.json...
 //
@@ -17,6 +18,13 @@
 // contended mutex sleeping in futex), so the mix table also shows wall time per operation per
 // thread: Google Benchmark's real time for a multi-threaded run is wall time divided by the
 // operations of all threads, multiplied back here by the thread count.
+//
+// Note [Rounds]
+// A benchmark that appears in several files (bench/run-benchmarks.sh runs every process once per
+// round, the contenders' processes one after the other) is reported as its median over the files:
+// the row whose CPU time is the middle one. A machine that slows down for a while then slows one
+// round of every contender, not every row of one contender, which is what happened when each
+// contender's process ran once, minutes apart. Of an even number of files the faster middle row.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -54,7 +62,8 @@ struct key {
 };
 
 struct results {
-  std::map<key, result> runs;
+  std::map<key, result> runs;                   // the median over the files (Note [Rounds])
+  std::map<key, std::vector<result>> samples;  // one per file, until settle()
   std::vector<std::string> malloc_evidence;
   std::map<std::string, std::string> context;  // of the main (glibc) process
   std::string library_build_type;              // of Google Benchmark itself
@@ -84,9 +93,13 @@ void load(const std::string& path, results& r) {
   const json j = json::parse(std::regex_replace(text.str(), std::regex(R"(: -?(NaN|nan|inf)\b)"),
                                                 ": null"));
   const json& ctx = j.at("context");
-  if (ctx.contains("malloc_evidence"))
-    r.malloc_evidence.push_back(ctx.at("malloc_evidence").get<std::string>());
-  if (ctx.value("malloc", "") == "glibc") {
+  if (ctx.contains("malloc_evidence")) {
+    const auto evidence = ctx.at("malloc_evidence").get<std::string>();
+    if (std::find(r.malloc_evidence.begin(), r.malloc_evidence.end(), evidence) ==
+        r.malloc_evidence.end())
+      r.malloc_evidence.push_back(evidence);
+  }
+  if (ctx.value("malloc", "") == "glibc" && r.context.empty()) {
     for (const auto& [k, v] : ctx.items())
       if (v.is_string()) r.context[k] = v.get<std::string>();
     if (ctx.contains("load_avg")) {
@@ -96,6 +109,7 @@ void load(const std::string& path, results& r) {
       r.context["load_avg"] = load;
     }
   }
+  std::map<key, result> file;
   for (const json& b : j.at("benchmarks")) {
     const std::string run_type = b.value("run_type", "iteration");
     // With repetitions only the median is used; a single repetition has only iteration rows.
@@ -104,7 +118,7 @@ void load(const std::string& path, results& r) {
     if (parts.size() < 2) continue;
     key k{parts[0], parts[1], parts.size() > 2 && parts[0] != "first_touch" ? parts[2] : "",
           b.value("threads", 1)};
-    if (run_type == "iteration" && r.runs.count(k) != 0) continue;  // keep the median
+    if (run_type == "iteration" && file.count(k) != 0) continue;  // keep the median
     result x;
     if (b.value("error_occurred", false)) x.error = b.value("error_message", "error");
     const std::string unit = b.value("time_unit", "ns");
@@ -114,8 +128,23 @@ void load(const std::string& path, results& r) {
          {"page_faults", "huge_page_MiB", "cpu_ms", "compact_stalls", "thp_fallbacks",
           "faults_per_op"})
       if (b.contains(c) && b.at(c).is_number()) x.counters[c] = b.at(c).get<double>();
-    r.runs[k] = x;
+    file[k] = x;
   }
+  for (auto& [k, x] : file) r.samples[k].push_back(std::move(x));
+}
+
+// Each benchmark's median over the files it appears in (Note [Rounds]); a failed run counts as
+// the slowest, so one round's failure shows only when it is the median.
+void settle(results& r) {
+  for (auto& [k, xs] : r.samples) {
+    auto faster = [](const result& a, const result& b) {
+      if (a.error.empty() != b.error.empty()) return !b.error.empty();
+      return a.ns < b.ns;
+    };
+    std::sort(xs.begin(), xs.end(), faster);
+    r.runs[k] = xs[(xs.size() - 1) / 2];
+  }
+  r.samples.clear();
 }
 
 std::string fixed(double v, int decimals) {
@@ -403,7 +432,9 @@ std::string document(const results& r, const std::string& command, const std::st
        "allocator, so allocators that hand out unbacked memory (mmap, numa_alloc_onnode, hwloc) "
        "pay the page fault a real use pays.\n"
     << "- Times are CPU time per operation (user + kernel, so page faults, mmap and munmap "
-       "count), median of the repetitions. Not wall time, because this machine is shared and "
+       "count), median of the rounds: every round runs each process once, the contenders' "
+       "processes one after the other, so a slow spell of the machine slows one round of every "
+       "contender (Note [Rounds] in bench/report.cpp). Not wall time, because this machine is shared and "
        "other processes stretch wall time at random. With 2 threads CPU time is per operation "
        "of one thread; time a thread spends blocked on a contended lock is not CPU time, so "
        "the mixes and the contention table also give wall-clock time.\n"
@@ -472,6 +503,7 @@ int main(int argc, char** argv) {
   try {
     results r;
     for (const auto& path : inputs) load(path, r);
+    settle(r);
     const std::string doc = document(r, command, settings);
     std::cout << doc;
     if (!out.empty()) {

@@ -3,7 +3,7 @@
 # writes it to docs/benchmarks.md (generated, nothing else in it) and draws
 # docs/pictures/alloc-free-per-size.svg from the same results.
 #
-#   bench/run-benchmarks.sh           full run (about 4 minutes on a 2-core machine)
+#   bench/run-benchmarks.sh           full run (about 6 minutes on a 2-core machine)
 #   bench/run-benchmarks.sh --quick   smoke run for CI (under a minute), same tables, noisier
 #
 # Environment: UMEM_BENCH_BUILD_DIR (default build/bench), UMEM_BENCH_OUT (default
@@ -26,12 +26,14 @@ case "${1:-}" in
 esac
 if [ "$mode" = quick ]; then
   gbench=(--benchmark_min_time=0.02)
+  rounds=1
   first_touch_iterations=1
-  settings="quick: min_time 0.02 s per benchmark, 1 repetition, 1 first touch per mode"
+  settings="quick: min_time 0.02 s per benchmark, 1 round, 1 first touch per mode"
 else
-  gbench=(--benchmark_min_time=0.1 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true)
+  gbench=(--benchmark_min_time=0.1)
+  rounds=3
   first_touch_iterations=3
-  settings="min_time 0.1 s per benchmark, median of 3 repetitions, 3 first touches per mode per repetition"
+  settings="min_time 0.1 s per benchmark, median of 3 rounds, 3 first touches per mode per round"
 fi
 
 # Release at -O2 (what distributions ship): GCC 12 at -O3 reports a false -Wrestrict inside
@@ -47,19 +49,33 @@ mkdir -p "$results"
 bench="$build/bench/umem_bench"
 common=(--node="$node" "${gbench[@]}" --benchmark_format=console)
 
-echo "== umem, glibc malloc, libnuma, hwloc, mmap+mbind, first touch"
-"$bench" "${common[@]}" --expect-malloc=glibc --first-touch-iterations="$first_touch_iterations" \
-  --benchmark_out="$results/main.json" --benchmark_out_format=json
-
+# Rounds (Note [Rounds] in bench/report.cpp): each runs every process once per family, the
+# contenders' processes one after the other, and the report takes each row's median.
+preloads=()
 while read -r name lib; do
-  if [ ! -f "$lib" ]; then
+  if [ -f "$lib" ]; then
+    preloads+=("$name=$lib")
+  else
     echo "== $name: not installed ($lib), skipped (Debian package lib$name-dev)" >&2
-    continue
   fi
-  echo "== $name (LD_PRELOAD=$lib)"
-  LD_PRELOAD="$lib" "$bench" "${common[@]}" --malloc-only --expect-malloc="$name" \
-    --benchmark_out="$results/$name.json" --benchmark_out_format=json
 done < "$build/bench/preload.txt"
+for round in $(seq "$rounds"); do
+  for family in alloc_free mix first_touch; do
+    echo "== round $round of $rounds, $family: umem, glibc malloc, libnuma, hwloc, mmap+mbind"
+    "$bench" "${common[@]}" --expect-malloc=glibc --first-touch-iterations="$first_touch_iterations" \
+      --benchmark_filter="^$family/" \
+      --benchmark_out="$results/round$round-glibc-$family.json" --benchmark_out_format=json
+    [ "$family" = first_touch ] && continue  # malloc has no first-touch benchmark
+    for preload in "${preloads[@]}"; do
+      name=${preload%%=*}
+      lib=${preload#*=}
+      echo "== round $round of $rounds, $family: $name (LD_PRELOAD=$lib)"
+      LD_PRELOAD="$lib" "$bench" "${common[@]}" --malloc-only --expect-malloc="$name" \
+        --benchmark_filter="^$family/" \
+        --benchmark_out="$results/round$round-$name-$family.json" --benchmark_out_format=json
+    done
+  done
+done
 
 command="bench/run-benchmarks.sh${1:+ $1}"
 # The script writes only its own generated page. Results measured elsewhere (the GPU machine) and
@@ -67,10 +83,11 @@ command="bench/run-benchmarks.sh${1:+ $1}"
 echo
 "$build/bench/umem_bench_report" --out "$out" --command "$command" --settings "$settings" \
   "$results"/*.json
-# Pictures for docs/results.md: time per size against jemalloc, mimalloc and glibc, from the JSON
-# results above (bench/plot_results.py, Python's standard library only).
+# Pictures for docs/results.md: time per size against jemalloc, mimalloc and glibc, from the page
+# just written, so the picture shows its medians (bench/plot_results.py, Python's standard library
+# only).
 pictures="${UMEM_BENCH_PICTURES:-$root/docs/pictures}"
 python3 "$root/bench/plot_results.py" alloc-sizes --out "$pictures/alloc-free-per-size.svg" \
-  "$results"/*.json
+  --from-markdown "$out"
 echo
 echo "written: $out"
