@@ -314,6 +314,36 @@ TEST(thread_cache, frees_beyond_the_capacity_go_back_to_the_pool) {
   EXPECT_EQ(gauge(pool.stats(), metric::allocated_bytes).current, 0);
 }
 
+// A trim takes cached blocks behind the owner's back; the capacity they used is the owner's
+// again at its next free, and the capacity still holds after that.
+TEST(thread_cache, the_capacity_a_trim_empties_is_the_thread_s_again) {
+  fake_upstream up;
+  caching_pool pool(up, node0, coherence::fine, cached(1 * MiB));
+  std::barrier sync(2);
+  std::size_t cached_after_trim = 0;
+  std::size_t cached_at_the_end = 0;
+  std::thread worker([&] {
+    void* a = pool.allocate(768 * KiB);
+    void* b = pool.allocate(768 * KiB);
+    void* c = pool.allocate(768 * KiB);
+    pool.deallocate(a);  // cached: 256 KiB of the capacity left
+    sync.arrive_and_wait();
+    sync.arrive_and_wait();  // main trimmed: a is the pool's again
+    pool.deallocate(b);      // cached, since a no longer counts
+    cached_after_trim = count_state(pool.snapshot(), true, false);
+    pool.deallocate(c);  // b fills the capacity: c goes to the pool
+    cached_at_the_end = count_state(pool.snapshot(), true, false);
+  });
+  sync.arrive_and_wait();
+  pool.trim();
+  EXPECT_EQ(count_state(pool.snapshot(), true, false), 0u);
+  sync.arrive_and_wait();
+  worker.join();
+  EXPECT_EQ(cached_after_trim, 1u);
+  EXPECT_EQ(cached_at_the_end, 1u);
+  EXPECT_EQ(gauge(pool.stats(), metric::allocated_bytes).current, 0);
+}
+
 TEST(thread_cache, blocks_above_64_mib_are_never_cached) {
   fake_upstream up;
   caching_pool pool(up, node0, coherence::fine, cached(std::size_t{1} << 30));

@@ -30,7 +30,7 @@ thread_cache_totals& thread_cache_totals::operator+=(const thread_cache_totals& 
 }
 
 thread_cache::thread_cache(std::size_t capacity_bytes, std::size_t small_max)
-    : capacity_(capacity_bytes), small_max_(small_max) {
+    : small_max_(small_max), room_(static_cast<std::int64_t>(capacity_bytes)) {
   for (std::size_t i = big_bin_first; i < bin_count; ++i) bins_[i].limit = slots_of(i) - 1;
 }
 
@@ -67,7 +67,7 @@ std::size_t thread_cache::return_big(std::span<block*, big_bins> out) {
       stolen_counters& r = returned_[class_of(b->size)];
       r.bytes.store(r.bytes.load(relaxed) + signed_size(b->size), relaxed);
       r.count.store(r.count.load(relaxed) + 1, relaxed);
-      held_ -= signed_size(b->size);
+      room_ += signed_size(b->size);
       out[n++] = b;
     }
     bn.top_size = 0;

@@ -359,7 +359,10 @@ class caching_pool {
   // The calling thread's cache if this pool was the last it used, else nullptr.
   thread_cache* last_used_cache() const {
     const detail::last_thread_cache& last = detail::t_last_cache;
-    return last.serial == cache_serial_ ? last.cache : nullptr;
+    if (last.serial != cache_serial_) return nullptr;
+    // Serials start at 1 and come only with a cache (thread_cache_registry.cpp).
+    if (last.cache == nullptr) __builtin_unreachable();
+    return last.cache;
   }
 
   upstream_source& upstream_;

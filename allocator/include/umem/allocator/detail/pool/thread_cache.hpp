@@ -192,12 +192,18 @@ class thread_cache {
   [[gnu::always_inline]] std::size_t class_of(std::size_t size) const {
     return size <= small_max_ ? 0 : 1;
   }
+  // Adds the bytes stealers took since the last call to room_; whether `size` fits now.
+  bool reclaim_room(std::size_t size) {
+    const std::int64_t stolen = stolen_bytes_.load(std::memory_order_relaxed);
+    room_ += stolen - stolen_seen_;
+    stolen_seen_ = stolen;
+    return static_cast<std::int64_t>(size) <= room_;
+  }
   // Single-writer counter update: no locked instruction on the fast path.
   [[gnu::always_inline]] static void bump(std::atomic<std::int64_t>& a, std::int64_t d) {
     a.store(a.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
   }
 
-  const std::size_t capacity_;
   const std::size_t small_max_;
   std::array<bin, bin_count> bins_;  // in the object: one dependent load less on the fast path
   std::array<entry, table_entries> table_{};
@@ -208,8 +214,12 @@ class thread_cache {
   // stealer may have emptied them since. Kept on every operation (a compare for other bins):
   // return_big() scanning all 48 big bins was slower (docs/log/2026-12-05-comment-numbers.md).
   std::uint64_t big_filled_ = 0;
-  std::int64_t held_ = 0;                   // bytes the owner put into bins and did not take
-  std::atomic<std::int64_t> stolen_bytes_{0};  // of them, taken by stealers
+  // capacity_bytes - the bytes in bins, except that blocks stealers took since the owner last
+  // looked (stolen_bytes_ - stolen_seen_) still count as held: put() adds them back when it runs
+  // short, so the fast path reads no stealer's write.
+  std::int64_t room_;
+  std::int64_t stolen_seen_ = 0;
+  std::atomic<std::int64_t> stolen_bytes_{0};  // taken by stealers, ever
   std::atomic<bool> busy_{false};           // the owner is in a bin operation
   std::atomic<bool> steal_pending_{false};  // a stealer wants the bins
 };
@@ -242,7 +252,7 @@ class thread_cache {
     bn.top_size = 0;
     if (index >= big_bin_first) big_filled_ &= ~(std::uint64_t{1} << (index - big_bin_first));
   }
-  held_ -= static_cast<std::int64_t>(size);
+  room_ += static_cast<std::int64_t>(size);
   const std::uint64_t t = ticket::with_state(b->ticket.load(std::memory_order_relaxed), ticket::live);
   b->live_requested.store(request, std::memory_order_relaxed);
   b->ticket.store(t, std::memory_order_release);
@@ -252,6 +262,8 @@ class thread_cache {
   bump(k.alloc_bytes, static_cast<std::int64_t>(size));
   bump(k.alloc_count, 1);
   bump(k.alloc_requested, static_cast<std::int64_t>(request));
+  // No block starts at 0: the caller's "hit?" test then needs no compare.
+  if (address == 0) __builtin_unreachable();
   return reinterpret_cast<void*>(address);
 }
 
@@ -278,9 +290,8 @@ inline void thread_cache::remember(block* b, std::uint64_t t) {
   const std::size_t size = mine.size;
   bin& bn = bins_[mine.bin];
   const std::uint32_t below = bn.below;
-  const auto held = held_ - stolen_bytes_.load(std::memory_order_relaxed);
   if ((bn.top_size != 0 && below == bn.limit) ||
-      held + static_cast<std::int64_t>(size) > static_cast<std::int64_t>(capacity_))
+      (static_cast<std::int64_t>(size) > room_ && !reclaim_room(size)))
     return false;
   const owner_section section(*this);
   if (!section.ok()) return false;
@@ -295,7 +306,7 @@ inline void thread_cache::remember(block* b, std::uint64_t t) {
   bn.top_address = address;
   bn.top_size = size;
   if (mine.bin >= big_bin_first) big_filled_ |= std::uint64_t{1} << (mine.bin - big_bin_first);
-  held_ += static_cast<std::int64_t>(size);
+  room_ -= static_cast<std::int64_t>(size);
   counters& k = counters_[class_of(size)];
   bump(k.free_bytes, static_cast<std::int64_t>(size));
   bump(k.free_count, 1);
