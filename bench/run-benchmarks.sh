@@ -3,7 +3,7 @@
 # writes it to docs/benchmarks.md (generated, nothing else in it) and draws
 # docs/pictures/alloc-free-per-size.svg from the same results.
 #
-#   bench/run-benchmarks.sh           full run (about 6 minutes on a 2-core machine)
+#   bench/run-benchmarks.sh           full run (about 9 minutes on a 2-core machine)
 #   bench/run-benchmarks.sh --quick   smoke run for CI (under a minute), same tables, noisier
 #
 # Environment: UMEM_BENCH_BUILD_DIR (default build/bench), UMEM_BENCH_OUT (default
@@ -31,9 +31,9 @@ if [ "$mode" = quick ]; then
   settings="quick: min_time 0.02 s per benchmark, 1 round, 1 first touch per mode"
 else
   gbench=(--benchmark_min_time=0.1)
-  rounds=3
+  rounds=5
   first_touch_iterations=3
-  settings="min_time 0.1 s per benchmark, median of 3 rounds, 3 first touches per mode per round"
+  settings="min_time 0.1 s per benchmark, fastest of 5 rounds, 3 first touches per mode per round"
 fi
 
 # Release at -O2 (what distributions ship): GCC 12 at -O3 reports a false -Wrestrict inside
@@ -50,7 +50,7 @@ bench="$build/bench/umem_bench"
 common=(--node="$node" "${gbench[@]}" --benchmark_format=console)
 
 # Rounds (Note [Rounds] in bench/report.cpp): each runs every process once per family, the
-# contenders' processes one after the other, and the report takes each row's median.
+# contenders' processes one after the other, and the report takes each row's fastest round.
 preloads=()
 while read -r name lib; do
   if [ -f "$lib" ]; then
@@ -84,7 +84,7 @@ echo
 "$build/bench/umem_bench_report" --out "$out" --command "$command" --settings "$settings" \
   "$results"/*.json
 # Pictures for docs/results.md: time per size against jemalloc, mimalloc and glibc, from the page
-# just written, so the picture shows its medians (bench/plot_results.py, Python's standard library
+# just written, so the picture shows its numbers (bench/plot_results.py, Python's standard library
 # only).
 pictures="${UMEM_BENCH_PICTURES:-$root/docs/pictures}"
 python3 "$root/bench/plot_results.py" alloc-sizes --out "$pictures/alloc-free-per-size.svg" \
