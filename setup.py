@@ -25,8 +25,8 @@ def version():
 
 
 class build_native(build_py):
-    """build_py, then libumem_torch.so (with the extension's source beside it) and umtopo, put
-    into the package, and the allocator extension for the installing Python's PyTorch."""
+    """build_py, then libumem_torch.so (with the extensions' source beside it) and umtopo, put
+    into the package, and the allocator extensions for the installing Python's PyTorch."""
 
     def run(self):
         super().run()
@@ -52,21 +52,20 @@ class build_native(build_py):
         self.build_torch_extension()
 
     def build_torch_extension(self):
-        """Where the installing Python has a GPU build of PyTorch, builds umem's allocator
-        extension for it now (python -m umem.torch build), so that no rank builds it later. A
-        failure is reported, not fatal: enable() builds it on first use instead."""
-        probe = subprocess.run(
-            [sys.executable, "-c", "import torch; print(bool(torch.version.cuda or "
-             "getattr(torch.version, 'hip', None)))"], capture_output=True, text=True)
-        if probe.stdout.strip() != "True":
-            print("umem: no GPU build of PyTorch in this Python; the allocator extension is built "
-                  "on first use (or later with `python -m umem.torch build`)")
+        """Where the installing Python has PyTorch, builds umem's allocator extensions for it now
+        (python -m umem.torch build: the CPU one always, the GPU one where PyTorch has a GPU
+        build), so that no rank builds them later and compute nodes need no compiler. A failure is
+        reported, not fatal: enable() and enable_host() build on first use instead."""
+        probe = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True)
+        if probe.returncode != 0:
+            print("umem: no PyTorch in this Python; the allocator extensions are built on first "
+                  "use (or later with `python -m umem.torch build`)")
             return
         env = dict(os.environ, PYTHONPATH=self.build_lib,
                    UMEM_TORCH_LIBRARY=os.path.join(self.build_lib, "umem", "libumem_torch.so"))
         built = subprocess.run([sys.executable, "-m", "umem.torch", "build"], env=env)
         if built.returncode != 0:
-            print("umem: the allocator extension was not built now (above); enable() builds it on "
+            print("umem: the allocator extensions were not built now (above); they are built on "
                   "first use")
 
 

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # `pip install .` into a fresh virtual environment (offline, Debian's packaging tools; it sees the
-# system's torch and pytest), then the Python tests against the installed package with no umem
-# variable set (UMEM_TEST_INSTALLED=1 in tests/python/conftest.py); the test doubles come from the
-# release build. Usage: scripts/test-installed-package.sh [RELEASE_BUILD_DIR]
+# system's torch and pytest), which builds the CPU allocator extension ahead (setup.py), then the
+# Python tests against the installed package with no umem variable set (UMEM_TEST_INSTALLED=1 in
+# tests/python/conftest.py); the test doubles come from the release build.
+# Usage: scripts/test-installed-package.sh [RELEASE_BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 -m venv --system-site-packages "$work/venv"
+export TORCH_EXTENSIONS_DIR="$work/torch_extensions"
 "$work/venv/bin/python" -m pip install --no-build-isolation --no-deps --no-index -q .
+if ! compgen -G "$TORCH_EXTENSIONS_DIR/umem_cpu_allocator_*/umem_cpu_allocator_*.so" > /dev/null; then
+  echo "pip install did not build the CPU allocator extension ahead (setup.py build_torch_extension)" >&2
+  exit 1
+fi
 cd "$work"  # not the source tree: `import umem` must find the installed package
 env -u UMEM_TORCH_LIBRARY -u UMEM_UMTOPO UMEM_TEST_INSTALLED=1 PYTHONDONTWRITEBYTECODE=1 \
   PATH="$work/venv/bin:$PATH" \
