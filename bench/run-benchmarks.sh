@@ -3,7 +3,7 @@
 # writes it to docs/benchmarks.md (generated, nothing else in it) and draws
 # docs/pictures/alloc-free-per-size.svg from the same results.
 #
-#   bench/run-benchmarks.sh           full run (about 9 minutes on a 2-core machine)
+#   bench/run-benchmarks.sh           full run (about 8 minutes on a 2-core machine)
 #   bench/run-benchmarks.sh --quick   smoke run for CI (under a minute), same tables, noisier
 #
 # Environment: UMEM_BENCH_BUILD_DIR (default build/bench), UMEM_BENCH_OUT (default
