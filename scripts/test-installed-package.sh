@@ -12,10 +12,14 @@ trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 -m venv --system-site-packages "$work/venv"
 export TORCH_EXTENSIONS_DIR="$work/torch_extensions"
 "$work/venv/bin/python" -m pip install --no-build-isolation --no-deps --no-index -q .
-if ! compgen -G "$TORCH_EXTENSIONS_DIR/umem_cpu_allocator_*/umem_cpu_allocator_*.so" > /dev/null; then
-  echo "pip install did not build the CPU allocator extension ahead (setup.py build_torch_extension)" >&2
-  exit 1
-fi
+# Where umem's own loader would look for the built CPU extension (python/umem/_extension.py).
+(cd "$work" && "$work/venv/bin/python" -c '
+import os, sys
+from umem import _extension as e
+name = e.module_name(kind="cpu")
+if not os.path.isfile(os.path.join(e.build_directory(name), name + ".so")):
+    sys.exit("pip install did not build the CPU allocator extension ahead (setup.py build_torch_extension)")
+')
 cd "$work"  # not the source tree: `import umem` must find the installed package
 env -u UMEM_TORCH_LIBRARY -u UMEM_UMTOPO UMEM_TEST_INSTALLED=1 PYTHONDONTWRITEBYTECODE=1 \
   PATH="$work/venv/bin:$PATH" \
