@@ -542,6 +542,8 @@ std::shared_ptr<void> allocator::register_foreign(const void* p, std::size_t byt
   return impl_->mapper->register_foreign(p, bytes);
 }
 
+bool allocator::pins_foreign() const { return impl_->mapper->pins_foreign(); }
+
 const topology& allocator::topo() const { return impl_->topo; }
 
 const alloc_options& allocator::options() const { return impl_->options; }

@@ -231,6 +231,30 @@ TEST_F(HipGpuMapper, AForeignRangeKnownOnlyInPartIsRefusedAndHipsOwnMemoryNeedsN
   EXPECT_EQ(hip_->host_free(pinned), hc::result::success);
 }
 
+// With XNACK off the registration is what lets the GPU reach foreign memory (pins_foreign), and
+// KFD pins only writable pages (Note [What a lock pins] in the ROCr double): a read-only map is
+// refused as unsupported, so the caller copies, and nothing stays registered.
+TEST_F(HipGpuMapper, AReadOnlyForeignRangeIsRefusedAsUnsupported) {
+  ASSERT_NO_FATAL_FAILURE(start_with_hip());
+  EXPECT_TRUE(hip_mapper_->pins_foreign());
+  pages a(2 * 4096);
+  ASSERT_EQ(mprotect(a.base, a.size, PROT_READ), 0);
+  try {
+    (void)hip_mapper_->register_foreign(a.bytes() + 64, 4096);
+    FAIL();
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::unsupported);
+    EXPECT_TRUE(contains(e.what(), "hipErrorInvalidValue")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "pins only writable memory")) << e.what();
+  }
+  EXPECT_EQ(hip_->known(a.base), 0);
+  EXPECT_EQ(hip_->live_registrations(), 0);
+  ASSERT_EQ(mprotect(a.base, a.size, PROT_READ | PROT_WRITE), 0);
+  auto held = hip_mapper_->register_foreign(a.bytes() + 64, 4096);  // writable now: pinned
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(hip_->known(a.base), 1);
+}
+
 // The one place that decides (make_gpu_mapper, gpu_visibility.hpp): on the ROCr runtime, memory
 // is registered with HIP when the process has loaded it, whatever XNACK says, and its discrete
 // GPUs' segments do not grow.

@@ -1,6 +1,8 @@
 // The ROCr double as a call checker: it rejects what ROCr rejects and logs every memory call, so
 // the allocator's tests can assert on the calls it made.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -147,6 +149,35 @@ TEST_F(RocrDouble, LockUnlockAndPointerInfo) {
   const std::string l = log();
   EXPECT_NE(l.find("memory_lock size=8192 agents=node4 -> SUCCESS l1\n"), std::string::npos) << l;
   EXPECT_NE(l.find("memory_unlock l1 -> SUCCESS\n"), std::string::npos) << l;
+}
+
+// KFD pins only writable pages of a wholly mapped range (Note [What a lock pins] in the double's
+// double_memory.cpp); ROCr's Lock answers HSA_STATUS_ERROR when the registration fails.
+TEST_F(RocrDouble, LockRefusesReadOnlyAndUnmappedPages) {
+  open(UMEM_ROCR_DOUBLE_PATH, "7.1");
+  if (!lib_) return;
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  auto* map = static_cast<char*>(
+      mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(map, MAP_FAILED);
+  void* agent_ptr = nullptr;
+  ASSERT_EQ(mprotect(map + page, page, PROT_READ), 0);
+  EXPECT_EQ(fn().hsa_amd_memory_lock(map, 3 * page, &agents_[4], 1, &agent_ptr),
+            rc::status::error);
+  EXPECT_EQ(fn().hsa_amd_memory_lock(map + page + 8, 16, &agents_[4], 1, &agent_ptr),
+            rc::status::error);
+  ASSERT_EQ(munmap(map + page, page), 0);  // a hole between two writable pages
+  EXPECT_EQ(fn().hsa_amd_memory_lock(map, 3 * page, &agents_[4], 1, &agent_ptr),
+            rc::status::error);
+  // Each writable page alone (an unaligned range inside it too) locks.
+  ASSERT_EQ(fn().hsa_amd_memory_lock(map + 2 * page + 8, 100, &agents_[4], 1, &agent_ptr),
+            rc::status::success);
+  EXPECT_EQ(fn().hsa_amd_memory_unlock(map + 2 * page + 8), rc::status::success);
+  const std::string l = log();
+  EXPECT_NE(l.find("-> ERROR (read-only pages"), std::string::npos) << l;
+  EXPECT_NE(l.find("-> ERROR (pages not mapped"), std::string::npos) << l;
+  munmap(map, page);
+  munmap(map + 2 * page, page);
 }
 
 // libhsakmt counts registrations of the same (address, size) (fmm.c registration_count): HIP locks

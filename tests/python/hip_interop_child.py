@@ -51,8 +51,10 @@ for _ in range(50):
 out["registrations_on_cached_path"] = hip.umem_hip_double_attempts(b"hipHostRegister") + \
     hip.umem_hip_double_attempts(b"hipHostUnregister") - before
 
-# Memory umem did not allocate, aliased on the GPU (XNACK on only).
+# Memory umem did not allocate, aliased on the GPU: registered (with XNACK off, pinned) for the
+# alias's life.
 foreign = ctypes.create_string_buffer(3 * 4096)
+out["foreign_access"] = json.loads(L.take_string(lib.umem_torch_gpu_access_json(foreign, 3 * 4096)))
 handle = ctypes.c_void_p()
 status = lib.umem_torch_alias_register(foreign, 3 * 4096, ctypes.byref(handle))
 out["alias_status"] = status
@@ -62,6 +64,17 @@ if status == 0:
     out["alias_memset"] = hip.hipMemsetAsync(foreign, 1, 3 * 4096, STREAM)
     lib.umem_torch_alias_release(handle)
     out["alias_known_after_release"] = hip.umem_hip_double_known(foreign)
+# A read-only map (np.load(mmap_mode="r")): KFD cannot pin it, so the alias is refused.
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_long]
+PROT_READ, MAP_PRIVATE, MAP_ANONYMOUS = 1, 2, 0x20
+read_only = libc.mmap(None, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+status = lib.umem_torch_alias_register(ctypes.c_void_p(read_only), 4096, ctypes.byref(handle))
+out["read_only_status"] = status
+out["read_only_error"] = L.last_error() if status else ""
+out["read_only_known"] = hip.umem_hip_double_known(ctypes.c_void_p(read_only))
 
 # Freed and given back: unregistered before the pages go.
 lib.umem_torch_pluggable_free(p, SIZE, 0, STREAM)

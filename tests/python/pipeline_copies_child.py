@@ -14,9 +14,11 @@ zero_copy()'s decisions. The stand-in: a CPU-only PyTorch cannot make a CUDA ten
 zero_copy's GPU side (_target.as_device) returns a CPU view of the same memory, and
 torch.cuda.is_available() answers True; the decisions it records are those a GPU build makes.
 PyTorch's own copies (its pin_memory, its .to("cuda")) cannot run here: each is counted where
-zero_copy() decides to copy. HIP's view of each batch (hipPointerGetAttributes on the double) says
+zero_copy() decides to copy, and without umem ("pytorch": no zero_copy() either) where PyTorch's
+own rules copy. HIP's view of each batch (hipPointerGetAttributes on the double) says
 whether PyTorch for ROCm's own pin_memory() would return the tensor itself in any thread, the
 DataLoader's pin thread included."""
+import gc
 import json
 import os
 import sys
@@ -67,35 +69,60 @@ aliases = 0
 same_memory = True
 total = 0.0
 pinned_for_hip = []
+pinned_after_pin = []  # what PyTorch for ROCm's is_pinned() says of what pin_memory() returned
 reasons = set()
+x_pinned = x_gpu = None
 # PyTorch's own copies (pin_memory, .to("cuda")) raise on a CPU-only build: counted, not run.
 CANNOT_COPY = (RuntimeError, AssertionError)
-with ut.zero_copy() as log:
-    try:
-        model = model.to("cuda")
-    except CANNOT_COPY:  # the first parameter's copy: the others are not reached
-        pass
-    model_events = list(log.events)
+if mode == "pytorch":
+    # Without umem (no zero_copy() either), what PyTorch for ROCm does: Tensor.pin_memory() returns
+    # the tensor itself only when is_pinned() (aten/src/ATen/native/Memory.cpp), else copies;
+    # .to("cuda") and Module.to("cuda") always make new GPU tensors (copies).
+    model_copies, model_aliases, alias_count = len(list(model.parameters())), 0, 0
     for x, y in loader:
-        pinned_for_hip.append(is_pinned(hip, x.data_ptr()))
-        events = len(log.events)
-        try:
-            x_pinned = x.pin_memory()
-            x_gpu = x_pinned.to("cuda")
-        except CANNOT_COPY:
-            x_gpu = None
-        for operation, kind, reason in log.events[events:]:
-            if kind == "copy":
-                copies[operation] += 1
-                reasons.add(reason.split(":")[0])
+        pinned = is_pinned(hip, x.data_ptr())
+        pinned_for_hip.append(pinned)
+        pinned_after_pin.append(True)  # PyTorch's copy is pinned memory
+        if not pinned:
+            copies["pin_memory"] += 1
+            reasons.add("PyTorch's pin_memory copies memory HIP does not know as pinned")
+        copies["to"] += 1
         total += float(x.sum())
-        if x_gpu is not None:
-            same_memory = same_memory and x_gpu.data_ptr() == x.data_ptr()
-            model(x_gpu).sum()
-model_copies = [e for e in model_events if e[1] == "copy"]
+else:
+    with ut.zero_copy() as log:
+        try:
+            model = model.to("cuda")
+        except CANNOT_COPY:  # the first parameter's copy: the others are not reached
+            pass
+        model_events = list(log.events)
+        for x, y in loader:
+            pinned_for_hip.append(is_pinned(hip, x.data_ptr()))
+            events = len(log.events)
+            try:
+                x_pinned = x.pin_memory()
+                pinned_after_pin.append(is_pinned(hip, x_pinned.data_ptr()))
+                x_gpu = x_pinned.to("cuda")
+            except CANNOT_COPY:
+                x_pinned = x_gpu = None
+            for operation, kind, reason in log.events[events:]:
+                if kind == "copy":
+                    copies[operation] += 1
+                    reasons.add(reason.split(":")[0])
+            total += float(x.sum())
+            if x_gpu is not None:
+                same_memory = same_memory and x_gpu.data_ptr() == x.data_ptr()
+                model(x_gpu).sum()
+    model_copies = len([e for e in model_events if e[1] == "copy"])
+    model_aliases = len(model_events) - model_copies
+    alias_count = len(log.aliases)
+# The last batch's memory, once it and its aliases are gone: still known to HIP only if a
+# registration outlived its alias (umem's own segments stay registered while cached).
+last_batch = x.data_ptr()
+del x, x_pinned, x_gpu
+gc.collect()
 print(json.dumps({"batches": len(loader), "sum_ok": total == 64.0 * sum(range(256)), "copies": copies, "reasons": sorted(reasons),
-                  "model_copies": len(model_copies),
-                  "model_aliases": len(model_events) - len(model_copies),
-                  "aliases": len(log.aliases), "same_memory": same_memory,
-                  "pinned_for_hip": pinned_for_hip,
+                  "model_copies": model_copies, "model_aliases": model_aliases,
+                  "aliases": alias_count, "same_memory": same_memory,
+                  "pinned_for_hip": pinned_for_hip, "pinned_after_pin": pinned_after_pin,
+                  "last_batch_known": hip.umem_hip_double_known(last_batch),
                   "batch_umem": ut.gpu_access(next(iter(loader))[0])["umem"]}))

@@ -73,6 +73,15 @@ def test_umem_host_tensors_aliased_on_the_gpu_serve_kernels_and_copies(package_d
     assert r["zeroed_on_cpu"], r  # zero_ on the alias
 
 
+def test_numpy_memory_inside_zero_copy_is_registered_for_the_alias_and_serves_kernels(package_dir):
+    r = scenario("numpy_alias", package_dir)
+    assert r["events"] == [["to", "alias", "cpu -> cuda"]], r
+    assert r["alias_same_address"] and r["registered_while_aliased"], r
+    assert r["sum"] == r["expected_sum"], r  # a reduction kernel reads numpy's memory
+    assert r["doubled_in_numpy"], r  # a kernel writes it; numpy reads the result in place
+    assert r["unknown_after"], r  # unregistered with the alias
+
+
 def test_rccl_all_reduce_across_every_gpu_on_umem_memory(package_dir):
     import torch.distributed as dist
     if not dist.is_available() or not dist.is_nccl_available():
@@ -201,6 +210,31 @@ def _host_alias(ut, hip):
     return out
 
 
+def _numpy_alias(ut, hip):
+    """Memory umem did not allocate (numpy's), moved inside zero_copy(): with XNACK off (the
+    default) registered with HIP for the alias's life, with XNACK on known to HIP the same way."""
+    import gc
+    import numpy as np
+    out = {}
+    n = 1 << 22
+    array = np.arange(n, dtype=np.float32)
+    t = torch.from_numpy(array)
+    with ut.zero_copy() as log:
+        d = t.to("cuda")
+    out["events"] = log.events
+    out["alias_same_address"] = d.data_ptr() == t.data_ptr()
+    out["registered_while_aliased"] = _device_pointer(hip, t.data_ptr()) is not None
+    out["sum"] = float(d.sum(dtype=torch.float64).item())
+    out["expected_sum"] = float(n * (n - 1) // 2)
+    d.mul_(2)
+    torch.cuda.synchronize()
+    out["doubled_in_numpy"] = bool((array == 2 * np.arange(n, dtype=np.float32)).all())
+    del d
+    gc.collect()
+    out["unknown_after"] = _device_pointer(hip, t.data_ptr()) is None
+    return out
+
+
 def _allreduce(ut, hip):
     import torch.distributed as dist
     binding = ut.bind_local_rank()  # LOCAL_RANK / LOCAL_WORLD_SIZE from torchrun
@@ -221,7 +255,8 @@ def _main(name, package_root):
     sys.path.insert(0, package_root)
     import umem.torch as ut
     ut.enable()  # first: PyTorch's allocator cannot change once the GPU is in use
-    run = {"pytorch_step": _pytorch_step, "host_alias": _host_alias, "allreduce": _allreduce}[name]
+    run = {"pytorch_step": _pytorch_step, "host_alias": _host_alias, "numpy_alias": _numpy_alias,
+           "allreduce": _allreduce}[name]
     out = run(ut, _loaded_hip())
     out["mode"] = ut.mode()
     print("RESULT " + json.dumps(out), flush=True)

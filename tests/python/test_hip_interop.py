@@ -67,14 +67,41 @@ def test_hip_accepts_every_byte_umem_hands_pytorch(umtopo, tmp_path, package_dir
     assert r["known_after_empty_cache"] == [0, 0]
     assert r["live_registrations"] == 0
 
-    # Memory umem did not allocate: aliased on the GPU only where XNACK lets the GPU reach it,
-    # registered with HIP for the alias's life.
-    if xnack:
-        assert r["alias_status"] == 0, r["alias_error"]
-        assert r["alias_known"] == 1
-        assert r["alias_memset"] == 0
-        assert r["alias_known_after_release"] == 0
-    else:
-        assert r["alias_status"] == 5  # UMEM_ERR_UNSUPPORTED
-        assert "the GPU cannot use this memory" in r["alias_error"]
-        assert r["alias_known"] == 0
+    # Memory umem did not allocate: aliased on the GPU, registered with HIP for the alias's life;
+    # with XNACK off that registration (a lock) is what lets the GPU reach it at all.
+    access = r["foreign_access"]
+    assert access["umem"] is False
+    assert access["accessible"] is xnack
+    assert access["registrable"] is not xnack, access["reason"]
+    assert r["alias_status"] == 0, r["alias_error"]
+    assert r["alias_known"] == 1
+    assert r["alias_memset"] == 0
+    assert r["alias_known_after_release"] == 0
+    # Read-only pages cannot be pinned (KFD's userptr path asks for write access): refused with
+    # the reason, nothing registered, and zero_copy() copies instead.
+    assert r["read_only_status"] == 5, r["read_only_error"]  # UMEM_ERR_UNSUPPORTED
+    assert "pins only writable memory" in r["read_only_error"], r["read_only_error"]
+    assert r["read_only_known"] == 0
+
+
+@pytest.mark.parametrize("xnack", [False, True], ids=["xnack_off", "xnack_on"])
+def test_zero_copy_registers_numpy_memory_and_copies_a_read_only_map(umtopo, tmp_path, package_dir,
+                                                                      xnack):
+    r = run_child(umtopo, tmp_path, package_dir, xnack, "foreign_memory_child.py", str(tmp_path))
+    assert r["access"]["umem"] is False
+    assert r["access"]["registrable"] is not xnack
+    if xnack:  # the GPU uses it in place already: pin_memory returns the tensor itself
+        assert r["events"] == [["pin_memory", "alias", "GPU-usable in place: the tensor itself"]]
+        assert r["pinned_for_hip"] is False and r["known_while_aliased"] == 0
+    else:  # an alias registered with HIP (pinned) for its life, then released
+        assert r["events"] == [["pin_memory", "alias",
+                                "registered with the GPU runtime for the alias's life"]]
+        assert r["pinned_for_hip"] is True and r["known_while_aliased"] == 1
+    assert r["same_memory"] and r["numpy_sees_write"]
+    assert r["known_after"] == 0
+    if not xnack:  # KFD cannot pin read-only pages: copied, with the reason
+        [(operation, kind, reason)] = r["read_only_events"]
+        assert (operation, kind) == ("pin_memory", "copy")
+        assert "pins only writable memory" in reason, reason
+        assert r["read_only_known"] == 0
+        assert "would copy" in r["strict"] and "pins only writable memory" in r["strict"]

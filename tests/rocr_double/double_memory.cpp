@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "double_state.hpp"
@@ -86,6 +88,39 @@ void add_agents(std::vector<std::size_t>& agents, const std::vector<std::size_t>
     if (std::find(agents.begin(), agents.end(), a) == agents.end()) agents.push_back(a);
 }
 
+// Note [What a lock pins]
+// A lock pins the range's pages for the GPU. libhsakmt registers a user range either as a KFD
+// userptr BO (fmm_register_user_memory -> AMDKFD_IOC_ALLOC_MEMORY_OF_GPU with
+// KFD_IOC_ALLOC_MEM_FLAGS_USERPTR), whose pages the kernel gets at once with write access
+// (amdgpu_amdkfd_gpuvm.c init_user_pages -> amdgpu_ttm_tt_get_user_pages -> hmm_range_fault,
+// which answers -EPERM for a mapping without VM_WRITE, -EFAULT where no mapping is), or through
+// the SVM API (kfd_svm.c: svm_range_is_valid refuses a range not wholly covered by mappings). A
+// failed registration makes MemoryRegion::Lock answer HSA_STATUS_ERROR (ROCR
+// amd_memory_region.cpp: RegisterMemory failed). The double is as strict as the stricter path:
+// every page of the range mapped and writable.
+// Why [start, start + size) cannot be pinned, or empty: /proc/self/maps must cover every page of
+// it with writable mappings.
+std::string unpinnable(std::uintptr_t start, std::size_t size) {
+  const std::uintptr_t page = page_size();
+  std::uintptr_t at = start / page * page;
+  const std::uintptr_t end = round_up(start + size, page);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (at < end && std::getline(maps, line)) {
+    std::istringstream in(line);
+    std::uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::string perms;
+    in >> std::hex >> lo >> dash >> hi >> perms;
+    if (hi <= at) continue;
+    if (lo > at) break;  // a hole at `at`
+    if (perms.size() < 2 || perms[1] != 'w')
+      return " (read-only pages: KFD pins user pages with write access)";
+    at = hi;
+  }
+  return at < end ? " (pages not mapped: KFD cannot pin a range with holes)" : "";
+}
+
 hsa_status_t lock_common(state& s, const char* entry, std::string call, void* host_ptr,
                          std::size_t size,
                          hsa_agent_t* agents, int num_agent, void** agent_ptr,
@@ -115,6 +150,8 @@ hsa_status_t lock_common(state& s, const char* entry, std::string call, void* ho
   // locking pool memory, is a caller bug worth flagging.
   if (overlaps(s.locks, start, size) || overlaps(s.allocations, start, size))
     return finish(s, call, HSA_STATUS_ERROR_INVALID_ARGUMENT, " (overlaps locked or pool memory)");
+  if (const std::string why = unpinnable(start, size); !why.empty())
+    return finish(s, call, HSA_STATUS_ERROR, why);  // Note [What a lock pins]
   locked_range l{next_id(s, "l"), size, *indices, cpu_agent};
   const std::string id = l.id;
   s.locks.emplace(start, std::move(l));

@@ -868,6 +868,11 @@ gpu_access bridge::access(const void* p, std::size_t bytes) const {
     a.accessible = true;
     a.reason = "not umem memory, but every GPU here can access host memory (XNACK on or "
                "pageable memory access)";
+  } else if (alloc_->pins_foreign()) {
+    a.registrable = true;
+    a.reason = "not umem memory, and " + no_gpu_reason_ +
+               "; a zero-copy alias registers it with the GPU runtime (pinning its pages) for the "
+               "alias's life";
   } else {
     a.reason = "not memory of umem's allocator (PyTorch's own allocator made it), and " +
                no_gpu_reason_ + "; allocate it with umem.torch.empty(...) instead";
@@ -877,7 +882,8 @@ gpu_access bridge::access(const void* p, std::size_t bytes) const {
 
 std::shared_ptr<void> bridge::register_alias(const void* p, std::size_t bytes) {
   const gpu_access a = access(p, bytes);
-  if (!a.accessible) throw_error(errc::unsupported, "the GPU cannot use this memory: " + a.reason);
+  if (!a.accessible && !a.registrable)
+    throw_error(errc::unsupported, "the GPU cannot use this memory: " + a.reason);
   if (a.umem_memory) return nullptr;  // its segment is GPU-visible already
   return alloc_->register_foreign(p, bytes);
 }

@@ -47,10 +47,17 @@ void register_range(const hip::hip_runtime& rt, void* p, std::size_t bytes, bool
   if (r != hc::result::success) {
     const bool oom =
         r == hc::result::out_of_memory || (own_memory && r == hc::result::invalid_value);
-    throw_error(oom ? errc::out_of_memory : errc::runtime_error,
+    // Someone else's range: a failed lock there is most likely pages KFD cannot pin.
+    const bool unpinnable = !own_memory && r == hc::result::invalid_value;
+    throw_error(oom ? errc::out_of_memory
+                    : unpinnable ? errc::unsupported
+                                 : errc::runtime_error,
                 "hip_gpu_mapper: hipHostRegister of " + range_text(p, bytes) +
                     " failed: " + rt.result_text(r) + " (HIP " + rt.resolved_path() + ")" +
-                    (oom ? "; HIP could not pin the pages (out of pinnable memory)" : ""));
+                    (oom ? "; HIP could not pin the pages (out of pinnable memory)" : "") +
+                    (unpinnable ? "; HIP could not lock the pages: KFD pins only writable memory "
+                                  "that is wholly mapped (not a read-only map)"
+                                : ""));
   }
   if (void* d = device_address(rt, p); d != p) {
     const hip::hip_error undo = rt.fn().hipHostUnregister(p);

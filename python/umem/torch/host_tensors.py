@@ -49,7 +49,10 @@ def residency(t):
 
 
 def gpu_access(t):
-    """{"accessible", "umem", "reason"}: whether the GPU can use t's memory in place."""
+    """{"accessible", "umem", "host_accessible", "registrable", "reason"}: whether the GPU can use
+    t's memory in place; "registrable" when it cannot yet, but an alias (as_device, zero_copy())
+    registers it with the GPU runtime for the alias's life (memory umem did not allocate, with
+    HIP and XNACK off: pinned, docs/cpu-tensors.md)."""
     ptr, nbytes = _storage_span(t)
     return _lib.take_json(_lib.lib().umem_torch_gpu_access_json(ptr, max(nbytes, 1)))
 
@@ -110,13 +113,14 @@ _capsule_new.restype = ctypes.py_object
 _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 
-def _alias(ptr, nbytes, device, owner):
+def _alias(ptr, nbytes, device, owner, register=None):
     """A 1-D uint8 tensor on `device` over [ptr, ptr+nbytes), keeping `owner` alive until the
-    tensor's storage is freed (through DLPack's deleter). A GPU alias of memory umem did not
-    allocate is registered with the GPU runtime for its life where the runtime needs that (HIP:
-    umem_torch.h, umem_torch_alias_register); UmemTorchError says why when it cannot be."""
+    tensor's storage is freed (through DLPack's deleter). A GPU alias (or a CPU one with
+    `register`) of memory umem did not allocate is registered with the GPU runtime for its life
+    where the runtime needs that (HIP: umem_torch.h, umem_torch_alias_register); UmemTorchError
+    says why when it cannot be."""
     handle = None
-    if device.type != "cpu":
+    if device.type != "cpu" if register is None else register:
         h = ctypes.c_void_p()
         status = _lib.lib().umem_torch_alias_register(ptr, max(nbytes, 1), ctypes.byref(h))
         if status != _lib.UMEM_OK:
@@ -143,13 +147,20 @@ def _alias(ptr, nbytes, device, owner):
     return torch.utils.dlpack.from_dlpack(capsule)
 
 
-def _alias_like(t, device):
+def _alias_like(t, device, register=None):
     """t's whole storage on `device`, viewed with t's dtype, sizes, strides and offset."""
     ptr, nbytes = _storage_span(t)
     # The owner is a detached view: it holds t's storage even after `t.data = ...` rebinds t
     # (as in `param.data = as_device(param)`), which would otherwise free the aliased memory.
-    base = _alias(ptr, nbytes, device, t.detach()).view(t.dtype)
+    base = _alias(ptr, nbytes, device, t.detach(), register).view(t.dtype)
     return base.as_strided(t.size(), t.stride(), t.storage_offset())
+
+
+def _as_registered(t):
+    """A CPU tensor aliasing CPU tensor `t`'s memory, registered with the GPU runtime for the
+    alias's life: what pin_memory() returns inside zero_copy() for memory umem did not allocate
+    that gpu_access calls registrable."""
+    return _alias_like(t, torch.device("cpu"), register=True)
 
 
 def as_device(t, device=None):
@@ -162,7 +173,7 @@ def as_device(t, device=None):
     if not torch.cuda.is_available():
         raise UmemTorchError("as_device(): no GPU: torch.cuda.is_available() is False")
     access = gpu_access(t)
-    if not access["accessible"]:
+    if not access["accessible"] and not access.get("registrable"):
         raise UmemTorchError("as_device(): the GPU cannot access this tensor's memory: "
                              + access["reason"])
     target = torch.device("cuda", _device_index(device if device is not None else "cuda"))

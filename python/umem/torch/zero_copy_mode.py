@@ -1,8 +1,9 @@
 """zero_copy(): a TorchFunctionMode in which Tensor.to / .cuda / .cpu return aliases (as_device /
 as_host) instead of copies where the target side can use the memory in place, so that moving a
 model whose parameters live in umem memory moves nothing, and Tensor.pin_memory returns the
-tensor itself where the GPU can use its memory in place already (what pinning is for).
-docs/torch-bridge.md gives the rules.
+tensor itself where the GPU can use its memory in place already (what pinning is for). Memory
+umem did not allocate that the GPU cannot reach (XNACK off) is registered with the GPU runtime
+for the alias's life where the runtime allows it. docs/torch-bridge.md gives the rules.
 
 Note [Who handles a call]: a TorchFunctionMode is per thread, and while its __torch_function__ runs
 PyTorch pops it off the thread's mode stack, so the functions it calls go to the modes below it
@@ -19,7 +20,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ._common import UmemTorchError, _device_index
-from .host_tensors import as_device, as_host, gpu_access
+from .host_tensors import _as_registered, as_device, as_host, gpu_access
 
 _OPERATIONS = {torch.Tensor.to: "to", torch.Tensor.cuda: "cuda", torch.Tensor.cpu: "cpu",
                torch.Tensor.pin_memory: "pin_memory"}
@@ -49,6 +50,7 @@ class _Target:
     gpu_access = staticmethod(gpu_access)
     as_device = staticmethod(as_device)
     as_host = staticmethod(as_host)
+    as_registered = staticmethod(_as_registered)
 
 
 _target = _Target()
@@ -114,17 +116,20 @@ _PARSERS = {"to": _to_request, "cuda": _cuda_request, "cpu": _cpu_request,
             "pin_memory": _pin_request}
 
 
-def _why_not_pinned(t):
-    """None when `t`'s memory is usable by the GPU in place (pin_memory may return t); else the
-    reason PyTorch's pin_memory copies it."""
+def _pin_plan(t):
+    """("itself", None) when `t`'s memory is usable by the GPU in place (pin_memory may return t);
+    ("register", None) when an alias registered for its life makes it so; else (None, the reason
+    PyTorch's pin_memory copies it)."""
     if t.device.type != "cpu":
-        return f"the tensor is on {t.device}, not the CPU"
+        return None, f"the tensor is on {t.device}, not the CPU"
     if not _target.gpu_available():
-        return "no GPU: torch.cuda.is_available() is False"
+        return None, "no GPU: torch.cuda.is_available() is False"
     access = _target.gpu_access(t)
-    if not access["accessible"]:
-        return "the GPU cannot access it: " + access["reason"]
-    return None
+    if access["accessible"]:
+        return "itself", None
+    if access.get("registrable"):
+        return "register", None
+    return None, "the GPU cannot access it: " + access["reason"]
 
 
 def _why_not_alias(t, request):
@@ -150,7 +155,7 @@ def _why_not_alias(t, request):
         return "the GPU tensor's memory is not umem's: " + access["reason"]
     if device.type == "cpu" and not access.get("host_accessible", True):
         return "the CPU cannot use it in place: " + access["reason"]
-    if device.type != "cpu" and not access["accessible"]:
+    if device.type != "cpu" and not access["accessible"] and not access.get("registrable"):
         return "the GPU cannot access it: " + access["reason"]
     return None
 
@@ -192,9 +197,11 @@ class zero_copy(TorchFunctionMode):
     use in place, also when nn.Module.to/cuda/cpu moves parameters and buffers, and
     Tensor.pin_memory() returns the tensor itself when the GPU can use its memory in place (umem
     memory on a GPU-visible segment; on a unified machine every CPU tensor once enable_host()
-    ran). The pin step of a DataLoader runs on its own thread, outside this mode: there PyTorch's
-    pin_memory returns the tensor itself when is_pinned() says so (docs/cpu-tensors.md). Other
-    calls run
+    ran). Memory umem did not allocate (numpy, mmap'd files, shared memory) that the GPU cannot
+    reach is registered with the GPU runtime for the alias's life (HIP, XNACK off), where the
+    runtime allows it; pin_memory() then returns a registered alias. The pin step of a DataLoader
+    runs on its own thread, outside this mode: there PyTorch's pin_memory returns the tensor
+    itself when is_pinned() says so (docs/cpu-tensors.md). Other calls run
     PyTorch's own method (a real copy); the yielded ZeroCopyLog records every decision with its
     reason. strict=True raises UmemTorchError instead of copying. Per thread and nestable: the
     innermost block decides, every enclosing block's log records the event too."""
@@ -248,10 +255,19 @@ class zero_copy(TorchFunctionMode):
     def _pin(self, func, args, kwargs):
         t = args[0]
         _pin_request(*args, **kwargs)  # rejects arguments pin_memory does not take
-        reason = _why_not_pinned(t)
-        if reason is None:
+        plan, reason = _pin_plan(t)
+        if plan == "itself":
             self._record("pin_memory", "alias", "GPU-usable in place: the tensor itself")
             return t
+        if plan == "register":
+            try:  # the GPU runtime may still refuse the memory (read-only pages, ...)
+                out = _target.as_registered(t)
+            except UmemTorchError as e:
+                reason = str(e)
+            else:
+                self._record("pin_memory", "alias",
+                             "registered with the GPU runtime for the alias's life")
+                return out
         self._record("pin_memory", "copy", reason)
         if self.log.strict:
             raise UmemTorchError(f"zero_copy(strict=True): pin_memory would copy: {reason}")

@@ -179,13 +179,16 @@ umem_status umem_torch_host_free(void* ptr);
 umem_status umem_torch_host_record_use(void* ptr, void* stream, int device);
 
 /* Whether the GPU can access [ptr, ptr+size) in place, as JSON {"accessible": bool, "umem": bool
- * (umem memory), "host_accessible": bool (false for a discrete GPU's own memory), "reason": "..."}. */
+ * (umem memory), "host_accessible": bool (false for a discrete GPU's own memory), "registrable":
+ * bool (not accessible, but umem_torch_alias_register pins it for an alias's life: memory umem did
+ * not allocate, with HIP loaded and XNACK off), "reason": "..."}. */
 char* umem_torch_gpu_access_json(const void* ptr, size_t size);
 
 /* For a zero-copy alias of [ptr, ptr+size): memory umem did not allocate, which
- * umem_torch_gpu_access_json calls accessible (XNACK on), is made usable by the GPU runtime's own
- * copies and fills while the alias lives (with HIP loaded: registered with hipHostRegister, Note
- * [GPU visibility under HIP] in hip_gpu_mapper.hpp). *handle gets what to pass to
+ * umem_torch_gpu_access_json calls accessible (XNACK on) or registrable (XNACK off), is made usable
+ * by the GPU and its runtime's own copies and fills while the alias lives (with HIP loaded:
+ * registered with hipHostRegister, which pins it, Note [GPU visibility under HIP] in
+ * hip_gpu_mapper.hpp; the last release waits for the GPU's streams). *handle gets what to pass to
  * umem_torch_alias_release when the alias dies, NULL when nothing was needed (umem's own memory;
  * memory HIP knows already). UMEM_ERR_UNSUPPORTED, with the reason, when the memory cannot be
  * aliased: the caller copies instead. */

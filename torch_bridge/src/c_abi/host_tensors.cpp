@@ -46,6 +46,7 @@ char* umem_torch_gpu_access_json(const void* ptr, size_t size) {
     j["accessible"] = a.accessible;
     j["umem"] = a.umem_memory;
     j["host_accessible"] = a.host_accessible;
+    j["registrable"] = a.registrable;
     j["reason"] = a.reason;
     return j.dump();
   });

@@ -177,6 +177,8 @@ class allocator {
   // gpu_mapper::register_foreign of the allocator's mapper: memory umem did not allocate, made
   // usable by the GPU runtime's calls while the handle lives (null: nothing needed).
   std::shared_ptr<void> register_foreign(const void* p, std::size_t bytes) const;
+  // gpu_mapper::pins_foreign: register_foreign makes memory the GPU cannot reach usable in place.
+  bool pins_foreign() const;
 
   const topology& topo() const;
   const alloc_options& options() const;

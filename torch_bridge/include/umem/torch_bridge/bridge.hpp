@@ -104,6 +104,9 @@ struct gpu_access {
   bool accessible = false;
   bool umem_memory = false;      // the range is a live allocation of this bridge
   bool host_accessible = true;   // false for a discrete GPU's own memory
+  // Not accessible, but register_alias makes it so for an alias's life (memory umem did not
+  // allocate, pinned by the GPU mapper: gpu_mapper::pins_foreign).
+  bool registrable = false;
   std::string reason;
 };
 

@@ -28,12 +28,16 @@ class gpu_mapper {
   virtual bool pageable() const = 0;
   // One sentence: which mechanism is used and why ("XNACK off: locked to CPU agent 0's fine pool").
   virtual std::string describe() const = 0;
-  // Makes [p, p + bytes) of memory umem did not allocate, which every GPU reaches already (XNACK
-  // on, pageable memory access), usable by the GPU runtime's own calls (copies, fills) for as long
-  // as the returned handle lives: a zero-copy alias's life. Null when nothing is needed, as here:
-  // only a runtime with its own registry of memory (HIP) needs it. Throws umem::error
-  // (unsupported) with the reason when the range cannot be registered.
+  // Makes [p, p + bytes) of memory umem did not allocate usable by the GPU runtime's own calls
+  // (copies, fills) for as long as the returned handle lives: a zero-copy alias's life. Where
+  // every GPU reaches host memory already (XNACK on, pageable memory access) only a runtime with
+  // its own registry of memory (HIP) needs it; elsewhere only a mapper that pins foreign memory
+  // (pins_foreign()) makes the GPU reach it at all. Null when nothing is needed, as here. Throws
+  // umem::error (unsupported) with the reason when the range cannot be registered.
   virtual std::shared_ptr<void> register_foreign(const void* p, std::size_t bytes);
+  // True when register_foreign pins the range for the GPU, so that memory the GPU could not reach
+  // (XNACK off) becomes usable in place while the handle lives.
+  virtual bool pins_foreign() const { return false; }
 };
 
 inline std::shared_ptr<void> gpu_mapper::register_foreign(const void*, std::size_t) {

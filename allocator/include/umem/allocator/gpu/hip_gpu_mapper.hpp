@@ -57,11 +57,20 @@
 // gpu_visible_source: never half registered.
 //
 // Memory umem did not allocate (register_foreign): a zero-copy alias of a tensor from another
-// allocator, where the GPU can reach it (XNACK on), is registered the same way for the alias's
-// life, page-rounded and counted per range so that aliases of one tensor share one registration.
-// A range HIP already knows (PyTorch's pinned memory from hipHostMalloc) needs nothing; a range
-// HIP or umem knows only in part cannot be registered without a second object over the same
-// pages, so it is refused (unsupported) and the caller copies instead.
+// allocator (numpy, a memory-mapped file, the shared memory DataLoader workers return batches in)
+// is registered the same way for the alias's life, page-rounded and counted per range so that
+// aliases of one tensor share one registration. With XNACK on that makes the memory known to
+// HIP; with XNACK off the lock is what lets the GPU reach it at all (pins_foreign()), as it does
+// for umem's own segments. A range HIP already knows (PyTorch's pinned memory from hipHostMalloc)
+// needs nothing; a range HIP or umem knows only in part cannot be registered without a second
+// object over the same pages, so it is refused (unsupported) and the caller copies instead.
+// hipErrorInvalidValue there means the lock failed: KFD pins only writable pages of a range
+// wholly mapped (read-only maps such as np.load(mmap_mode="r") fail on its userptr path,
+// amdgpu_amdkfd_gpuvm.c init_user_pages), also refused (unsupported). What it costs: the lock
+// pins the pages (the kernel's system-memory limit counts them), and releasing the last handle
+// is hipHostUnregister, which waits for the registering device's streams (clr
+// ihipHostUnregister: SyncAllStreams): the GPU cannot still be reading memory whose alias died,
+// and the CPU stalls until the GPU caught up, once per registration.
 //
 // In a forked child (Note [Fork] in fork_safety.hpp) no HIP call is made: map() and unmap() do
 // nothing (host memory only; HIP runs over ROCr, and KFD serves only its opener), a handle of
@@ -100,6 +109,7 @@ class hip_gpu_mapper final : public gpu_mapper {
   bool pageable() const override { return false; }  // registered pages are pinned
   std::string describe() const override;
   std::shared_ptr<void> register_foreign(const void* p, std::size_t bytes) override;
+  bool pins_foreign() const override { return !creator_.is_other(); }
 
   struct foreign_ranges;  // the registrations of register_foreign, shared with their handles
 
