@@ -61,6 +61,7 @@
 #include "umem/core/snapshot.hpp"
 #include "umem/cuda_runtime/cuda_compat.hpp"
 #include "umem/cuda_runtime/cuda_driver.hpp"
+#include "support/host_pages.hpp"
 
 #define UMEM_DOUBLE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -688,6 +689,15 @@ UMEM_DOUBLE_EXPORT cu_result cuThreadExchangeStreamCaptureMode(int* mode) {
   return res::success;
 }
 
+// Registration pins the pages. What the driver refuses with CUDA_ERROR_INVALID_VALUE, as an H100
+// (driver of CUDA 13, Linux 6.18) answered on 2026-12-06: a range with unmapped pages; read-only
+// pages without CU_MEMHOSTREGISTER_READ_ONLY (the driver API's documentation of that flag: it is
+// required to register memory mapped read-only where the GPU does not use the host's page
+// tables); a shared mapping of a file outside tmpfs (an ext4 file; /dev/shm, memfd and private
+// file mappings registered), which the kernel refuses to pin long-term for writing (mm/gup.c:
+// FOLL_LONGTERM pins of file mappings that need dirty tracking). Byte ranges that overlap a
+// registration are CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED; ranges that share only a page
+// register (observed likewise).
 UMEM_DOUBLE_EXPORT cu_result cuMemHostRegister_v2(void* p, std::size_t size, unsigned int flags) {
   state& s = the_state();
   std::lock_guard lock(s.mu);
@@ -699,6 +709,10 @@ UMEM_DOUBLE_EXPORT cu_result cuMemHostRegister_v2(void* p, std::size_t size, uns
   const auto start = reinterpret_cast<std::uintptr_t>(p);
   for (const auto& [base, r] : s.registrations)
     if (start < base + r.size && base < start + size) return res::host_memory_already_registered;
+  const umem::test::host_pages pages = umem::test::inspect_host_pages(start, size);
+  if (!pages.mapped || pages.shared_file ||
+      (!pages.writable && (flags & cc::host_register::read_only) == 0))
+    return res::invalid_value;
   if (const auto failed = injected_failure(s, "cuMemHostRegister")) return *failed;
   registration r{"r" + std::to_string(s.next_id++), size, flags};
   log_line(s, "register " + r.id + " " + std::to_string(size) + " " + hex(flags));
@@ -711,8 +725,14 @@ UMEM_DOUBLE_EXPORT cu_result cuMemHostUnregister(void* p) {
   std::lock_guard lock(s.mu);
   if (!usable(s)) return res::not_initialized;
   if (!has_context(s)) return res::invalid_context;
-  const auto it = s.registrations.find(reinterpret_cast<std::uintptr_t>(p));
-  if (it == s.registrations.end()) return res::host_memory_not_registered;
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  const auto it = s.registrations.find(addr);
+  if (it == s.registrations.end()) {
+    // An address inside a registration is invalid, any other not registered (observed: H100).
+    for (const auto& [base, r] : s.registrations)
+      if (base < addr && addr < base + r.size) return res::invalid_value;
+    return res::host_memory_not_registered;
+  }
   log_line(s, "unregister " + it->second.id);
   s.registrations.erase(it);
   return res::success;

@@ -1,6 +1,10 @@
 // cuda_gpu_mapper through the CUDA double: registration flags, the pointer-equality check, the
 // context it leaves current, pageable mode, and refusals.
 #include <sys/mman.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <gtest/gtest.h>
 
@@ -140,10 +144,111 @@ TEST_F(CudaMapper, PageableMemoryAccessNeedsNoRegistration) {
     cuda_gpu_mapper m(drv_, topo_);
     EXPECT_FALSE(m.registers());
     EXPECT_TRUE(m.gpu_accessible());
+    EXPECT_FALSE(m.pins_foreign());
     m.map(seg());
     m.unmap(seg());
+    EXPECT_EQ(m.register_foreign(base_, 100), nullptr);  // the GPU uses it as it is
   }
   EXPECT_EQ(test::cuda_double_log(), "");
+}
+
+// Memory umem did not allocate (Note [Foreign registrations]): registered page-rounded for the
+// aliases' life, at its host address, shared by aliases of the same pages.
+TEST_F(CudaMapper, ForeignMemoryIsRegisteredForItsAliasesLife) {
+  serve(test::h200_machine());
+  cuda_gpu_mapper m(drv_, topo_);
+  EXPECT_TRUE(m.pins_foreign());
+  auto* bytes = static_cast<unsigned char*>(base_);
+  auto first = m.register_foreign(bytes + 100, 5000);  // pages 0 and 1
+  ASSERT_NE(first, nullptr);
+  auto second = m.register_foreign(bytes + 4096, 16);  // the same pages
+  EXPECT_EQ(current(), nullptr);
+  first.reset();
+  EXPECT_EQ(test::cuda_double_registrations(), 1);
+  second.reset();
+  EXPECT_EQ(test::cuda_double_registrations(), 0);
+  EXPECT_EQ(test::cuda_double_log(),
+            "retain 0\nregister r1 8192 0x3\ndevice_pointer r1\nunregister r1\n");
+}
+
+// What the driver cannot pin (cuMemHostRegister in the double: as an H100 answered) is refused as
+// unsupported, so the caller copies, and nothing stays registered.
+TEST_F(CudaMapper, ForeignPagesTheDriverCannotPinAreUnsupported) {
+  serve(test::h200_machine());
+  cuda_gpu_mapper m(drv_, topo_);
+  auto* bytes = static_cast<unsigned char*>(base_);
+  ASSERT_EQ(mprotect(bytes, 4096, PROT_READ), 0);
+  try {
+    (void)m.register_foreign(bytes + 64, 64);
+    FAIL();
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::unsupported);
+    EXPECT_NE(std::string(e.what()).find("CUDA_ERROR_INVALID_VALUE"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("pins only writable memory"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(test::cuda_double_registrations(), 0);
+  ASSERT_EQ(mprotect(bytes, 4096, PROT_READ | PROT_WRITE), 0);
+  // Pages someone else registered: refused before any registration of ours.
+  m.map(segment{bytes + 8192, 4096, {bind_mode::bind, {0}}, coherence::fine});
+  try {
+    (void)m.register_foreign(bytes + 4096, 8192);
+    FAIL();
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::unsupported);
+    EXPECT_NE(std::string(e.what()).find("only in part"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(m.register_foreign(bytes + 8192, 100), nullptr);  // known wholly: nothing needed
+  EXPECT_EQ(test::cuda_double_registrations(), 1);
+}
+
+// The double's cuMemHostRegister pins what the driver pins: each case as an H100 answered it
+// (the rules and their sources: cuMemHostRegister in tests/cuda_double/cuda_double.cpp).
+TEST_F(CudaMapper, TheDoubleRefusesWhatTheDriverCannotPin) {
+  serve(test::h200_machine());
+  namespace res = cuda::cuda_compat::result;
+  cuda::cu_context ctx = nullptr;
+  drv_->check(drv_->fn().cuDevicePrimaryCtxRetain(&ctx, 0), "retain");
+  drv_->check(drv_->fn().cuCtxSetCurrent(ctx), "set");
+  const auto& fn = drv_->fn();
+  constexpr unsigned flags = 3;  // PORTABLE | DEVICEMAP
+  auto* bytes = static_cast<unsigned char*>(base_);
+  ASSERT_EQ(mprotect(bytes, 4096, PROT_READ), 0);
+  EXPECT_EQ(fn.cuMemHostRegister_v2(bytes, 8192, flags), res::invalid_value);  // read-only page
+  EXPECT_EQ(fn.cuMemHostRegister_v2(bytes, 4096, flags | 0x08), res::success);  // READ_ONLY flag
+  EXPECT_EQ(fn.cuMemHostUnregister(bytes), res::success);
+  ASSERT_EQ(munmap(bytes + 3 * 4096, 4096), 0);  // a hole
+  EXPECT_EQ(fn.cuMemHostRegister_v2(bytes + 2 * 4096, 3 * 4096, flags), res::invalid_value);
+  EXPECT_EQ(fn.cuMemHostRegister_v2(bytes + 4096 + 8, 100, flags), res::success);
+  EXPECT_EQ(fn.cuMemHostRegister_v2(bytes + 4096 + 200, 100, flags), res::success);  // same page
+  EXPECT_EQ(fn.cuMemHostRegister_v2(bytes + 4096 + 50, 100, flags),
+            res::host_memory_already_registered);  // overlapping bytes
+  EXPECT_EQ(fn.cuMemHostUnregister(bytes + 4096 + 9), res::invalid_value);  // inside one
+  EXPECT_EQ(fn.cuMemHostUnregister(bytes + 4096 + 8), res::success);
+  EXPECT_EQ(fn.cuMemHostUnregister(bytes + 4096 + 200), res::success);
+  EXPECT_EQ(fn.cuMemHostUnregister(bytes + 4096 + 8), res::host_memory_not_registered);
+  // A shared map of a file: refused outside tmpfs (the build folder, unless it is on tmpfs).
+  char path[] = "umem-cuda-double-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  unlink(path);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  void* file = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(file, MAP_FAILED);
+  struct statfs fs {};
+  ASSERT_EQ(fstatfs(fd, &fs), 0);
+  const bool tmpfs = fs.f_type == 0x01021994;
+  EXPECT_EQ(fn.cuMemHostRegister_v2(file, 4096, flags), tmpfs ? res::success : res::invalid_value);
+  if (tmpfs) {
+    EXPECT_EQ(fn.cuMemHostUnregister(file), res::success);
+  }
+  munmap(file, 4096);
+  close(fd);
+  mmap(bytes + 3 * 4096, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+       -1, 0);  // back, for TearDown's munmap
+  drv_->check(fn.cuCtxSetCurrent(nullptr), "unset");
+  drv_->check(fn.cuDevicePrimaryCtxRelease_v2(0), "release");
 }
 
 TEST_F(CudaMapper, AGpuThatCannotMapHostMemoryIsUnsupported) {

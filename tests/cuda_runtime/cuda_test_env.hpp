@@ -70,6 +70,11 @@ inline long long cuda_double_device_bytes_in_use(int device) {
   auto fn = cuda_double_control<long long (*)(int)>("umem_cuda_double_device_bytes_in_use");
   return fn != nullptr ? fn(device) : -2;
 }
+// cuMemHostRegister registrations not yet unregistered (-2: not loaded).
+inline int cuda_double_registrations() {
+  auto fn = cuda_double_control<int (*)()>("umem_cuda_double_registrations");
+  return fn != nullptr ? fn() : -2;
+}
 // VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED as the double answers it (1 after every reset).
 inline void cuda_double_set_vmm_supported(bool supported) {
   if (auto fn = cuda_double_control<void (*)(int)>("umem_cuda_double_set_vmm_supported"))

@@ -3,16 +3,21 @@
 // status 0 only when every check passed (or when there is no CUDA device: SKIP).
 // Build: tests/gpu_cuda/build.sh; run: tests/gpu_cuda/run.sh (README section "NVIDIA GPUs").
 #include <cuda_runtime.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "kernels.hpp"
 #include "umem/allocator/allocator.hpp"
+#include "umem/core/error.hpp"
 #include "umem/machine/live_machine.hpp"
 
 namespace {
@@ -158,6 +163,53 @@ void reuse_after_trim(umem::alloc::allocator& a) {
   a.deallocate(p);
 }
 
+// Memory umem did not allocate (Note [Foreign registrations]): registered for the handles' life,
+// a kernel reads and writes it in place; pages the driver cannot pin are refused as unsupported.
+void foreign_memory_is_registered_for_the_handles_life(umem::alloc::allocator& a) {
+  const std::size_t n = (16u << 20) / sizeof(std::uint32_t);
+  std::vector<std::uint32_t> v(n + 7);  // glibc's memory, not page-aligned
+  std::uint32_t* p = v.data() + 7;
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::uint32_t>(i);
+  check(a.pins_foreign(), "the CUDA mapper pins foreign memory (registration mode)");
+  std::shared_ptr<void> first, second;
+  try {
+    first = a.register_foreign(p, n * sizeof(std::uint32_t));
+    second = a.register_foreign(p + 1000, 64);  // inside the same pages: shared
+  } catch (const std::exception& e) {
+    check(false, "register_foreign of 16 MiB of a std::vector", e.what());
+    return;
+  }
+  void* d = nullptr;
+  const cudaError_t e = cudaHostGetDevicePointer(&d, p, 0);
+  check(e == cudaSuccess && d == p, "a foreign range is registered at its host address",
+        e != cudaSuccess ? cudaGetErrorString(e) : "");
+  if (!cuda_ok(static_cast<cudaError_t>(launch_scale(p, n, nullptr)), "launch scale") ||
+      !cuda_ok(cudaDeviceSynchronize(), "scale kernel"))
+    return;
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) wrong += p[i] != static_cast<std::uint32_t>(i) * 2u + 1u;
+  check(wrong == 0, "a kernel read and wrote 16 MiB of a std::vector in place",
+        std::to_string(wrong) + " wrong values");
+  first.reset();
+  check(cudaHostGetDevicePointer(&d, p, 0) == cudaSuccess,
+        "the registration stays while another handle holds it");
+  second.reset();
+  const cudaError_t gone = cudaHostGetDevicePointer(&d, p, 0);
+  (void)cudaGetLastError();
+  check(gone != cudaSuccess, "the last handle unregisters it", cudaGetErrorString(gone));
+  const long page = sysconf(_SC_PAGESIZE);
+  void* ro = mmap(nullptr, static_cast<std::size_t>(page), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+                  -1, 0);
+  try {
+    (void)a.register_foreign(ro, 64);
+    check(false, "a read-only page is refused");
+  } catch (const umem::error& x) {
+    check(x.code() == umem::errc::unsupported, "a read-only page is refused as unsupported",
+          x.what());
+  }
+  munmap(ro, static_cast<std::size_t>(page));
+}
+
 }  // namespace
 
 int main() {
@@ -180,6 +232,7 @@ int main() {
     flags_ping_pong(a);
     stream_event_orders_reuse(m, a);
     reuse_after_trim(a);
+    foreign_memory_is_registered_for_the_handles_life(a);
   } catch (const std::exception& e) {
     check(false, "no exception", e.what());
   }

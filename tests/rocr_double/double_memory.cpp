@@ -7,11 +7,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "double_state.hpp"
+#include "support/host_pages.hpp"
 #include "umem/hsa_runtime/rocr_compat.hpp"
 
 using namespace umem::rocr_double;
@@ -98,27 +97,12 @@ void add_agents(std::vector<std::size_t>& agents, const std::vector<std::size_t>
 // failed registration makes MemoryRegion::Lock answer HSA_STATUS_ERROR (ROCR
 // amd_memory_region.cpp: RegisterMemory failed). The double is as strict as the stricter path:
 // every page of the range mapped and writable.
-// Why [start, start + size) cannot be pinned, or empty: /proc/self/maps must cover every page of
-// it with writable mappings.
+// Why [start, start + size) cannot be pinned, or empty.
 std::string unpinnable(std::uintptr_t start, std::size_t size) {
-  const std::uintptr_t page = page_size();
-  std::uintptr_t at = start / page * page;
-  const std::uintptr_t end = round_up(start + size, page);
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (at < end && std::getline(maps, line)) {
-    std::istringstream in(line);
-    std::uintptr_t lo = 0, hi = 0;
-    char dash = 0;
-    std::string perms;
-    in >> std::hex >> lo >> dash >> hi >> perms;
-    if (hi <= at) continue;
-    if (lo > at) break;  // a hole at `at`
-    if (perms.size() < 2 || perms[1] != 'w')
-      return " (read-only pages: KFD pins user pages with write access)";
-    at = hi;
-  }
-  return at < end ? " (pages not mapped: KFD cannot pin a range with holes)" : "";
+  const umem::test::host_pages pages = umem::test::inspect_host_pages(start, size);
+  if (!pages.mapped) return " (pages not mapped: KFD cannot pin a range with holes)";
+  if (!pages.writable) return " (read-only pages: KFD pins user pages with write access)";
+  return "";
 }
 
 hsa_status_t lock_common(state& s, const char* entry, std::string call, void* host_ptr,

@@ -848,6 +848,16 @@ std::vector<segment_view> bridge::segments(int device) const {
   return out;
 }
 
+bool bridge::all_gpus_unified() const {
+  std::call_once(unified_once_, [this] {
+    const int n = static_cast<int>(alloc_->topo().gpus().size());
+    bool unified = n > 0;
+    for (int d = 0; d < n && unified; ++d) unified = device_memory_is_host(d);
+    all_gpus_unified_ = unified;
+  });
+  return all_gpus_unified_;
+}
+
 gpu_access bridge::access(const void* p, std::size_t bytes) const {
   gpu_access a;
   try {
@@ -868,7 +878,7 @@ gpu_access bridge::access(const void* p, std::size_t bytes) const {
     a.accessible = true;
     a.reason = "not umem memory, but every GPU here can access host memory (XNACK on or "
                "pageable memory access)";
-  } else if (alloc_->pins_foreign()) {
+  } else if (alloc_->pins_foreign() && all_gpus_unified()) {
     a.registrable = true;
     a.reason = "not umem memory, and " + no_gpu_reason_ +
                "; a zero-copy alias registers it with the GPU runtime (pinning its pages) for the "

@@ -36,6 +36,72 @@ std::string gpu_text(const agent& g) {
   return "CUDA device " + std::to_string(g.cuda->ordinal) + " (" + g.marketing_name + ")";
 }
 
+std::string range_text(const void* p, std::size_t n) {
+  return std::to_string(n) + " bytes at " + address(p);
+}
+
+// cuMemHostRegister of [p, p + n) in `ctx`, checked: the device address must be `p`. `own`: a
+// fresh segment of umem's; otherwise someone else's memory (Note [Foreign registrations]), where a
+// refusal is unsupported: already registered by someone else, or pages the driver cannot pin.
+// Throws; leaves nothing registered on failure.
+void register_range(const cuda::cuda_driver& drv, const cuda::cuda_primary_context& ctx, void* p,
+                    std::size_t n, bool own) {
+  const cuda::cuda_context_scope scope(ctx);
+  const auto& fn = drv.fn();
+  if (const cuda::cu_result r = fn.cuMemHostRegister_v2(p, n, kRegisterFlags); r != 0) {
+    const bool oom = r == cc::result::out_of_memory;
+    const bool refused = !own && (r == cc::result::invalid_value ||
+                                  r == cc::result::host_memory_already_registered);
+    throw_error(oom ? errc::out_of_memory : refused ? errc::unsupported : errc::runtime_error,
+                "cuda_gpu_mapper: cannot make " + range_text(p, n) +
+                    " GPU-accessible: cuMemHostRegister failed: " + drv.result_text(r) +
+                    (r == cc::result::host_memory_already_registered
+                         ? " (someone else registered some of its pages)"
+                     : refused ? " (the driver pins only writable memory that is wholly mapped and "
+                                 "not a shared map of a file outside tmpfs)"
+                               : ""));
+  }
+  cuda::cu_deviceptr device = 0;
+  const cuda::cu_result r = fn.cuMemHostGetDevicePointer_v2(&device, p, 0);
+  if (r == 0 && device == reinterpret_cast<std::uintptr_t>(p)) return;
+  const cuda::cu_result undo = fn.cuMemHostUnregister(p);
+  const std::string undone =
+      undo == 0 ? "The registration was undone." : "It was not undone: " + drv.result_text(undo);
+  if (r != 0)
+    throw_error(errc::runtime_error, "cuda_gpu_mapper: cuMemHostGetDevicePointer failed for " +
+                                         range_text(p, n) + ": " + drv.result_text(r) + ". " +
+                                         undone);
+  throw_error(errc::unsupported,
+              "cuda_gpu_mapper: the driver mapped " + range_text(p, n) + " at device address " +
+                  address(reinterpret_cast<void*>(static_cast<std::uintptr_t>(device))) +
+                  ", not at its host address; zero-copy sharing needs one address for CPU and "
+                  "GPU (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM). " + undone);
+}
+
+void unregister_range(const cuda::cuda_driver& drv, const cuda::cuda_primary_context& ctx,
+                      void* p, std::size_t n) noexcept {
+  try {
+    const cuda::cuda_context_scope scope(ctx);
+    if (const cuda::cu_result r = drv.fn().cuMemHostUnregister(p); r != 0)
+      log().error("cuda_gpu_mapper: cuMemHostUnregister of {} failed: {}", range_text(p, n),
+                  drv.result_text(r));
+  } catch (const std::exception& e) {
+    log().error("cuda_gpu_mapper: unregistering {}: {}", range_text(p, n), e.what());
+  }
+}
+
+// Whether the driver knows `p` as registered or pinned host memory (a device pointer for it).
+bool driver_knows(const cuda::cuda_driver& drv, const cuda::cuda_primary_context& ctx,
+                  const void* p) noexcept {
+  try {
+    const cuda::cuda_context_scope scope(ctx);
+    cuda::cu_deviceptr device = 0;
+    return drv.fn().cuMemHostGetDevicePointer_v2(&device, const_cast<void*>(p), 0) == 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 cuda_gpu_mapper::cuda_gpu_mapper(std::shared_ptr<const cuda::cuda_driver> drv,
@@ -62,56 +128,43 @@ cuda_gpu_mapper::cuda_gpu_mapper(std::shared_ptr<const cuda::cuda_driver> drv,
                       "(CAN_MAP_HOST_MEMORY or HOST_REGISTER_SUPPORTED is 0), so umem memory "
                       "cannot be made GPU-accessible; use UMEM_GPU_BACKEND=none for host memory");
   }
-  ctx_ = std::make_unique<cuda::cuda_primary_context>(*drv_,
-                                                      static_cast<int>(gpus.front()->cuda->ordinal));
+  // In a forked child the context is left as it is: releasing it is a driver call (Note [Fork]).
+  ctx_ = std::shared_ptr<cuda::cuda_primary_context>(
+      new cuda::cuda_primary_context(*drv_, static_cast<int>(gpus.front()->cuda->ordinal)),
+      [creator = creating_process()](cuda::cuda_primary_context* c) {
+        if (!creator.is_other()) delete c;
+      });
+  // The calls hold the driver and the context: handles may outlive this mapper.
+  foreign_ = std::make_shared<foreign_registrations>(foreign_registrations::runtime{
+      "cuda_gpu_mapper",
+      [drv = drv_, ctx = ctx_](const void* p) { return driver_knows(*drv, *ctx, p); },
+      [drv = drv_, ctx = ctx_](void* p, std::size_t n) {
+        register_range(*drv, *ctx, p, n, /*own=*/false);
+      },
+      [drv = drv_, ctx = ctx_](void* p, std::size_t n) { unregister_range(*drv, *ctx, p, n); }});
   reason_ = "no PAGEABLE_MEMORY_ACCESS: segments are registered with cuMemHostRegister "
             "(PORTABLE|DEVICEMAP) for every CUDA GPU at their host address";
   log().debug("cuda_gpu_mapper: {}", describe());
 }
 
-cuda_gpu_mapper::~cuda_gpu_mapper() {
-  if (creator_.is_other()) (void)ctx_.release();  // Note [Fork]: no driver call in a child
-}
+cuda_gpu_mapper::~cuda_gpu_mapper() = default;
 
 void cuda_gpu_mapper::map(const segment& s) {
   if (s.base == nullptr || s.size == 0)
     throw_error(errc::invalid_argument,
                 "cuda_gpu_mapper: a segment needs a base and a size (got " + segment_text(s) + ")");
   if (!ctx_ || creator_.is_other()) return;  // Note [Fork]: host memory only in a forked child
-  const cuda::cuda_context_scope scope(*ctx_);
-  const auto& fn = drv_->fn();
-  if (const cuda::cu_result r = fn.cuMemHostRegister_v2(s.base, s.size, kRegisterFlags); r != 0)
-    throw_error(r == cc::result::out_of_memory ? errc::out_of_memory : errc::runtime_error,
-                "cuda_gpu_mapper: cannot make " + segment_text(s) +
-                                         " GPU-accessible: cuMemHostRegister failed: " +
-                                         drv_->result_text(r));
-  cuda::cu_deviceptr device = 0;
-  const cuda::cu_result r = fn.cuMemHostGetDevicePointer_v2(&device, s.base, 0);
-  if (r == 0 && device == reinterpret_cast<std::uintptr_t>(s.base)) return;
-  const cuda::cu_result undo = fn.cuMemHostUnregister(s.base);
-  const std::string undone =
-      undo == 0 ? "The registration was undone." : "It was not undone: " + drv_->result_text(undo);
-  if (r != 0)
-    throw_error(errc::runtime_error, "cuda_gpu_mapper: cuMemHostGetDevicePointer failed for " +
-                                         segment_text(s) + ": " + drv_->result_text(r) + ". " +
-                                         undone);
-  throw_error(errc::unsupported,
-              "cuda_gpu_mapper: the driver mapped " + segment_text(s) + " at device address " +
-                  address(reinterpret_cast<void*>(static_cast<std::uintptr_t>(device))) +
-                  ", not at its host address; zero-copy sharing needs one address for CPU and "
-                  "GPU (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM). " + undone);
+  register_range(*drv_, *ctx_, s.base, s.size, /*own=*/true);
 }
 
 void cuda_gpu_mapper::unmap(const segment& s) noexcept {
   if (!ctx_ || creator_.is_other()) return;  // the child never registered its copies
-  try {
-    const cuda::cuda_context_scope scope(*ctx_);
-    if (const cuda::cu_result r = drv_->fn().cuMemHostUnregister(s.base); r != 0)
-      log().error("cuda_gpu_mapper::unmap: cuMemHostUnregister of {} failed: {}", segment_text(s),
-                  drv_->result_text(r));
-  } catch (const std::exception& e) {
-    log().error("cuda_gpu_mapper::unmap: {}", e.what());
-  }
+  unregister_range(*drv_, *ctx_, s.base, s.size);
+}
+
+std::shared_ptr<void> cuda_gpu_mapper::register_foreign(const void* p, std::size_t bytes) {
+  if (!foreign_) return nullptr;  // pageable mode: the GPU and CUDA's calls use it as it is
+  return foreign_->acquire(p, bytes);  // Note [Foreign registrations]
 }
 
 std::string cuda_gpu_mapper::describe() const {

@@ -1,13 +1,8 @@
 // Note [GPU visibility under HIP] (hip_gpu_mapper.hpp): segments registered with hipHostRegister.
 #include "umem/allocator/gpu/hip_gpu_mapper.hpp"
 
-#include <unistd.h>
-
 #include <cstdint>
-#include <iterator>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <utility>
 
 #include "umem/core/detail/log.hpp"
@@ -80,38 +75,14 @@ void unregister_range(const hip::hip_runtime& rt, void* p, std::size_t bytes) no
 
 }  // namespace
 
-// Registrations of memory umem did not allocate, page-rounded, counted per range.
-struct hip_gpu_mapper::foreign_ranges
-    : std::enable_shared_from_this<hip_gpu_mapper::foreign_ranges> {
-  struct range {
-    std::size_t size = 0;
-    long uses = 0;
-  };
-  std::shared_ptr<const hip::hip_runtime> hip;
-  creating_process creator;
-  std::mutex mutex;
-  std::map<std::uintptr_t, range> ranges;  // by base
-
-  // A handle whose last copy gives up one use of the registration at `base`.
-  std::shared_ptr<void> handle(std::uintptr_t base) {
-    return {reinterpret_cast<void*>(base),
-            [self = shared_from_this(), base](void*) { self->release(base); }};
-  }
-
-  void release(std::uintptr_t base) noexcept {
-    std::lock_guard lock(mutex);
-    auto it = ranges.find(base);
-    if (it == ranges.end() || --it->second.uses > 0) return;
-    if (!creator.is_other())  // Note [Fork]: a child never registered it
-      unregister_range(*hip, reinterpret_cast<void*>(base), it->second.size);
-    ranges.erase(it);
-  }
-};
-
 hip_gpu_mapper::hip_gpu_mapper(std::shared_ptr<const hip::hip_runtime> hip, std::string why)
-    : hip_(std::move(hip)), why_(std::move(why)), foreign_(std::make_shared<foreign_ranges>()) {
+    : hip_(std::move(hip)), why_(std::move(why)) {
   if (!hip_) throw_error(errc::invalid_argument, "hip_gpu_mapper: no HIP runtime given");
-  foreign_->hip = hip_;
+  // The calls hold the runtime: handles may outlive this mapper.
+  foreign_ = std::make_shared<foreign_registrations>(foreign_registrations::runtime{
+      "hip_gpu_mapper", [rt = hip_](const void* p) { return device_address(*rt, p) != nullptr; },
+      [rt = hip_](void* p, std::size_t n) { register_range(*rt, p, n, /*own_memory=*/false); },
+      [rt = hip_](void* p, std::size_t n) { unregister_range(*rt, p, n); }});
   log().debug("hip_gpu_mapper: {}", describe());
 }
 
@@ -141,45 +112,7 @@ void hip_gpu_mapper::unmap(const segment& s) noexcept {
 }
 
 std::shared_ptr<void> hip_gpu_mapper::register_foreign(const void* p, std::size_t bytes) {
-  if (p == nullptr || bytes == 0)
-    throw_error(errc::invalid_argument,
-                "hip_gpu_mapper: a foreign range needs an address and a "
-                "size (got " +
-                    range_text(p, bytes) + ")");
-  if (creator_.is_other())
-    throw_error(errc::unsupported, "hip_gpu_mapper: " + range_text(p, bytes) +
-                                       " cannot be registered with HIP in a forked child (HIP "
-                                       "serves only the process that loaded it)");
-  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto first = reinterpret_cast<std::uintptr_t>(p);
-  const std::uintptr_t lo = first / page * page;
-  const std::uintptr_t hi = (first + bytes + page - 1) / page * page;
-  const std::string text = range_text(p, bytes);
-  std::lock_guard lock(foreign_->mutex);
-  auto& ranges = foreign_->ranges;
-  // The last of our registrations starting below `hi` (they never overlap one another).
-  if (auto it = ranges.lower_bound(hi);
-      it != ranges.begin() && std::prev(it)->first + std::prev(it)->second.size > lo) {
-    --it;
-    if (it->first > lo || it->first + it->second.size < hi)
-      throw_error(errc::unsupported, "hip_gpu_mapper: " + text +
-                                         " overlaps only in part a range umem registered with HIP "
-                                         "for another alias; HIP cannot hold two objects over the "
-                                         "same pages");
-    ++it->second.uses;
-    return foreign_->handle(it->first);
-  }
-  const bool first_known = device_address(*hip_, p) != nullptr;
-  const bool last_known =
-      device_address(*hip_, static_cast<const unsigned char*>(p) + bytes - 1) != nullptr;
-  if (first_known && last_known) return nullptr;  // HIP's own memory (hipHostMalloc, ...)
-  if (first_known || last_known)
-    throw_error(errc::unsupported, "hip_gpu_mapper: HIP knows " + text +
-                                       " only in part (memory registered or allocated by "
-                                       "someone else), so it cannot be registered as a whole");
-  register_range(*hip_, reinterpret_cast<void*>(lo), hi - lo, /*own_memory=*/false);
-  ranges[lo] = {hi - lo, 1};
-  return foreign_->handle(lo);
+  return foreign_->acquire(p, bytes);  // Note [Foreign registrations]
 }
 
 std::string hip_gpu_mapper::describe() const {

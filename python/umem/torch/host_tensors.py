@@ -52,7 +52,7 @@ def gpu_access(t):
     """{"accessible", "umem", "host_accessible", "registrable", "reason"}: whether the GPU can use
     t's memory in place; "registrable" when it cannot yet, but an alias (as_device, zero_copy())
     registers it with the GPU runtime for the alias's life (memory umem did not allocate, with
-    HIP and XNACK off: pinned, docs/cpu-tensors.md)."""
+    HIP and XNACK off on an APU: pinned, docs/cpu-tensors.md)."""
     ptr, nbytes = _storage_span(t)
     return _lib.take_json(_lib.lib().umem_torch_gpu_access_json(ptr, max(nbytes, 1)))
 

@@ -181,7 +181,8 @@ umem_status umem_torch_host_record_use(void* ptr, void* stream, int device);
 /* Whether the GPU can access [ptr, ptr+size) in place, as JSON {"accessible": bool, "umem": bool
  * (umem memory), "host_accessible": bool (false for a discrete GPU's own memory), "registrable":
  * bool (not accessible, but umem_torch_alias_register pins it for an alias's life: memory umem did
- * not allocate, with HIP loaded and XNACK off), "reason": "..."}. */
+ * not allocate, with HIP loaded and XNACK off, where every GPU uses host memory as its own),
+ * "reason": "..."}. */
 char* umem_torch_gpu_access_json(const void* ptr, size_t size);
 
 /* For a zero-copy alias of [ptr, ptr+size): memory umem did not allocate, which

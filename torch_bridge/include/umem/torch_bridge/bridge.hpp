@@ -104,8 +104,9 @@ struct gpu_access {
   bool accessible = false;
   bool umem_memory = false;      // the range is a live allocation of this bridge
   bool host_accessible = true;   // false for a discrete GPU's own memory
-  // Not accessible, but register_alias makes it so for an alias's life (memory umem did not
-  // allocate, pinned by the GPU mapper: gpu_mapper::pins_foreign).
+  // Not accessible, but register_alias makes it so for an alias's life: memory umem did not
+  // allocate, pinned by the GPU mapper (gpu_mapper::pins_foreign), where every GPU uses host
+  // memory as its own (all_gpus_unified).
   bool registrable = false;
   std::string reason;
 };
@@ -335,6 +336,11 @@ class bridge {
   std::pair<std::uint64_t, std::uint64_t> capacity(int device) const;
   // Whether device's memory is the GPU's own (a discrete GPU) rather than its node's.
   bool discrete(int device) const;
+  // Whether every GPU uses host memory as its own (an APU, a unified part): only there is pinning
+  // memory umem did not allocate for an alias as good as its own memory (on a discrete GPU an
+  // alias of host memory reads it across the bus, where a copy would be in device memory).
+  // Asked once (it may create the GPUs' device pools).
+  bool all_gpus_unified() const;
   // {reserved, allocated} bytes of the pools holding device's memory; `own`: discrete(device),
   // passed in by callers that asked the driver already.
   std::pair<std::int64_t, std::int64_t> reserved_of(int device, bool own) const;
@@ -342,6 +348,8 @@ class bridge {
   std::unique_ptr<alloc::allocator> alloc_;
   bool host_memory_gpu_accessible_ = false;
   std::string no_gpu_reason_;
+  mutable std::once_flag unified_once_;
+  mutable bool all_gpus_unified_ = false;
   std::unique_ptr<stream_ordered_cache> cache_;
   std::atomic<int> captures_{0};
   std::atomic<int> capped_devices_{0};  // devices whose usage has a cap_bytes

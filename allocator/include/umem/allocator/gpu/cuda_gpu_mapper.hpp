@@ -24,8 +24,14 @@
 // makes every system allocation unified memory, usable by kernels and by CUDA's memory calls like
 // managed memory. That is the documentation's word; umem has not run on a Grace Hopper or GB10.
 //
+// Memory umem did not allocate (register_foreign): in registration mode a zero-copy alias of it
+// is registered the same way for the alias's life (Note [Foreign registrations] in
+// foreign_registrations.hpp), so the GPU reaches it in place (pins_foreign()); in pageable mode
+// nothing is needed.
+//
 // In a forked child (Note [Fork] in fork_safety.hpp) no driver call is made: map() and unmap()
-// do nothing (host memory only) and the primary context is not released at destruction.
+// do nothing (host memory only), register_foreign is refused, and the primary context is not
+// released at destruction.
 //
 // Thread safety: map() and unmap() make the primary context current for the call only (and
 // restore the thread's previous one), so both may be called from any thread.
@@ -35,6 +41,7 @@
 #include <string>
 
 #include "umem/allocator/fork_safety.hpp"
+#include "umem/allocator/gpu/foreign_registrations.hpp"
 #include "umem/allocator/gpu/gpu_mapper.hpp"
 #include "umem/core/topology.hpp"
 #include "umem/cuda_runtime/cuda_context.hpp"
@@ -60,13 +67,16 @@ class cuda_gpu_mapper final : public gpu_mapper {
   bool gpu_accessible() const override { return !creator_.is_other(); }
   bool pageable() const override { return false; }  // registered pages are pinned
   std::string describe() const override;
+  std::shared_ptr<void> register_foreign(const void* p, std::size_t bytes) override;
+  bool pins_foreign() const override { return ctx_ != nullptr && !creator_.is_other(); }
 
   // False in pageable mode.
   bool registers() const { return ctx_ != nullptr; }
 
  private:
   std::shared_ptr<const cuda::cuda_driver> drv_;
-  std::unique_ptr<cuda::cuda_primary_context> ctx_;  // registration mode only
+  std::shared_ptr<cuda::cuda_primary_context> ctx_;   // registration mode only
+  std::shared_ptr<foreign_registrations> foreign_;   // registration mode only
   creating_process creator_;
   std::string reason_;
 };

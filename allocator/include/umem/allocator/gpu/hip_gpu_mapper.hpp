@@ -58,12 +58,11 @@
 //
 // Memory umem did not allocate (register_foreign): a zero-copy alias of a tensor from another
 // allocator (numpy, a memory-mapped file, the shared memory DataLoader workers return batches in)
-// is registered the same way for the alias's life, page-rounded and counted per range so that
-// aliases of one tensor share one registration. With XNACK on that makes the memory known to
-// HIP; with XNACK off the lock is what lets the GPU reach it at all (pins_foreign()), as it does
-// for umem's own segments. A range HIP already knows (PyTorch's pinned memory from hipHostMalloc)
-// needs nothing; a range HIP or umem knows only in part cannot be registered without a second
-// object over the same pages, so it is refused (unsupported) and the caller copies instead.
+// is registered the same way for the alias's life (Note [Foreign registrations] in
+// foreign_registrations.hpp: page-rounded, counted, refused where known only in part). With XNACK
+// on that makes the memory known to HIP; with XNACK off the lock is what lets the GPU reach it at
+// all (pins_foreign()), as it does for umem's own segments. A range HIP already knows (PyTorch's
+// pinned memory from hipHostMalloc) needs nothing.
 // hipErrorInvalidValue there means the lock failed: KFD pins only writable pages of a range
 // wholly mapped (read-only maps such as np.load(mmap_mode="r") fail on its userptr path,
 // amdgpu_amdkfd_gpuvm.c init_user_pages), also refused (unsupported). What it costs: the lock
@@ -73,13 +72,10 @@
 // and the CPU stalls until the GPU caught up, once per registration.
 //
 // In a forked child (Note [Fork] in fork_safety.hpp) no HIP call is made: map() and unmap() do
-// nothing (host memory only; HIP runs over ROCr, and KFD serves only its opener), a handle of
-// register_foreign released there leaves the parent's registration alone, and register_foreign
-// itself is refused (unsupported), so the caller copies.
+// nothing (host memory only; HIP runs over ROCr, and KFD serves only its opener), and
+// register_foreign is refused (foreign_registrations), so the caller copies.
 //
-// Thread safety: map() and unmap() keep no state; register_foreign and its handles take one mutex
-// of their own, which no allocation path takes (so it is not locked around fork: HIP cannot be
-// used in a forked child anyway).
+// Thread safety: map() and unmap() keep no state; register_foreign is foreign_registrations'.
 #pragma once
 
 #include <cstddef>
@@ -87,6 +83,7 @@
 #include <string>
 
 #include "umem/allocator/fork_safety.hpp"
+#include "umem/allocator/gpu/foreign_registrations.hpp"
 #include "umem/allocator/gpu/gpu_mapper.hpp"
 #include "umem/hip_runtime/hip_runtime.hpp"
 
@@ -111,12 +108,11 @@ class hip_gpu_mapper final : public gpu_mapper {
   std::shared_ptr<void> register_foreign(const void* p, std::size_t bytes) override;
   bool pins_foreign() const override { return !creator_.is_other(); }
 
-  struct foreign_ranges;  // the registrations of register_foreign, shared with their handles
 
  private:
   std::shared_ptr<const hip::hip_runtime> hip_;
   std::string why_;
-  std::shared_ptr<foreign_ranges> foreign_;
+  std::shared_ptr<foreign_registrations> foreign_;  // shared with its handles
   creating_process creator_;
 };
 
