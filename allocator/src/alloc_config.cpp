@@ -356,6 +356,18 @@ constexpr std::array kRows{
                [](const alloc_options& o, std::vector<std::string>& items) {
                  items.push_back("thread_cache:" + size_string(o.thread_cache));
                }},
+    option_row{{"foreign_alias_min", "size | 0", "4MiB",
+                "Where the GPU cannot reach memory umem did not allocate (XNACK off on an APU), "
+                "a zero-copy alias of it (zero_copy(), as_device) registers it with the GPU "
+                "runtime, pinning its pages, from this size up; smaller tensors are copied, as a "
+                "registration costs more than a copy there and its release waits for the GPU. "
+                "0 registers every size."},
+               [](alloc_options& o, std::string_view k, std::string_view v) {
+                 o.foreign_alias_min = parse_size(k, v, "4MiB or 0 for every size", true);
+               },
+               [](const alloc_options& o, std::vector<std::string>& items) {
+                 items.push_back("foreign_alias_min:" + size_string(o.foreign_alias_min));
+               }},
 };
 
 constexpr auto kDocs = [] {

@@ -128,7 +128,7 @@ TEST(AllocConfig, UnknownKeyNamesItAndListsTheKnownOnes) {
   EXPECT_EQ(conf_error("polcy:local"),
             "UMEM_ALLOC_CONF: unknown key 'polcy' (known: policy, spill, kind, device_kind, "
             "huge_pages, populate, limit.total, limit.node<N>, limit.device<D>, max_cached, "
-            "expandable_segments, thread_cache)");
+            "expandable_segments, thread_cache, foreign_alias_min)");
   EXPECT_EQ(conf_error("spill:warn,Kind:fine").find("UMEM_ALLOC_CONF: unknown key 'Kind'"), 0u);
   EXPECT_NE(conf_error("limit.nodes:1GiB").find("'limit.nodes' needs a NUMA node number"),
             std::string::npos);
@@ -184,14 +184,15 @@ TEST(AllocConfig, DuplicateKeysAndItemsWithoutValueAreErrors) {
   EXPECT_EQ(conf_error("spill:warn,huge_pages"),
             "UMEM_ALLOC_CONF: 'huge_pages' is not key:value (known keys: policy, spill, kind, "
             "device_kind, huge_pages, populate, limit.total, limit.node<N>, limit.device<D>, "
-            "max_cached, expandable_segments, thread_cache)");
+            "max_cached, expandable_segments, thread_cache, foreign_alias_min)");
   EXPECT_NE(conf_error("local").find("'local' is not key:value"), std::string::npos);
 }
 
 TEST(AllocConfig, DescribeListsEveryValueAndParsesBack) {
   EXPECT_EQ(describe(alloc_options{}),
             "policy:local,spill:never,kind:fine,device_kind:coarse,huge_pages:true,populate:none,"
-            "limit.total:none,max_cached:0,expandable_segments:true,thread_cache:64MiB");
+            "limit.total:none,max_cached:0,expandable_segments:true,thread_cache:64MiB,"
+            "foreign_alias_min:4MiB");
   alloc_options o;
   o.policy.kind = placement_kind::interleave;
   o.policy.nodes = {0, 1, 3};
@@ -205,13 +206,14 @@ TEST(AllocConfig, DescribeListsEveryValueAndParsesBack) {
   o.limit_node[2] = {0, 0.00001};
   o.limit_node[3] = {12345, std::nullopt};
   o.max_cached = 3 * GiB / 2;
+  o.foreign_alias_min = 0;
   const std::string text = describe(o);
   EXPECT_EQ(text,
             "policy:interleave:0-1,3,spill:warn,kind:extended_fine,device_kind:fine,"
             "huge_pages:false,"
             "populate:touch,limit.total:0.9,limit.node0:64GiB,limit.node2:0.00001,"
             "limit.node3:12345B,max_cached:1536MiB,expandable_segments:true,"
-            "thread_cache:64MiB");
+            "thread_cache:64MiB,foreign_alias_min:0");
   EXPECT_EQ(parse_alloc_conf(text), o);
 }
 
@@ -242,7 +244,7 @@ TEST(AllocConfig, TableDocumentsEveryKeyWithTheStructDefaults) {
                                             "huge_pages", "populate",
                                             "limit.total", "limit.node<N>", "limit.device<D>",
                                             "max_cached", "expandable_segments",
-                                            "thread_cache"}));
+                                            "thread_cache", "foreign_alias_min"}));
   // Each default as documented is what describe() prints for alloc_options{}, and parses back.
   const std::string defaults = "," + describe(alloc_options{}) + ",";
   for (const auto& row : table) {

@@ -1,7 +1,7 @@
 """Run by test_hip_interop.py in a fresh process on the ROCr and HIP doubles (one MI300A; see
 hip_double_process.py): memory umem did not allocate inside zero_copy(): a numpy array and a
 read-only np.load(mmap_mode="r") map, each through pin_memory() as a ROCm PyTorch user writes it.
-What is real: numpy's memory, the bridge's registration with the HIP double (hipHostRegister over
+A 1 KiB array shows foreign_alias_min (4 MiB by default). What is real: numpy's memory, the bridge's registration with the HIP double (hipHostRegister over
 the ROCr double's locks) and zero_copy()'s decisions. The stand-in: a CPU-only PyTorch has no GPU,
 so zero_copy() is told a GPU is there, and PyTorch's own pin_memory() (a copy) raises and is
 counted where zero_copy() decides to copy. argv: package root, HIP double, ROCr double, a folder
@@ -46,8 +46,16 @@ del pinned
 gc.collect()
 out["known_after"] = hip.umem_hip_double_known(t.data_ptr())
 
+small = torch.from_numpy(np.ones(256, dtype=np.float32))  # 1 KiB
+with ut.zero_copy() as log:
+    try:
+        small.pin_memory()
+    except (RuntimeError, AssertionError):  # PyTorch's own copy on a CPU-only build
+        pass
+out["small_events"] = log.events
+
 path = os.path.join(sys.argv[4], "weights.npy")
-np.save(path, np.ones(1 << 18, dtype=np.float32))
+np.save(path, np.ones(1 << 20, dtype=np.float32))  # 4 MiB
 mapped = torch.from_numpy(np.load(path, mmap_mode="r"))  # read-only: PyTorch warns, and maps it
 with ut.zero_copy() as log:
     try:

@@ -71,6 +71,7 @@ total = 0.0
 pinned_for_hip = []
 pinned_after_pin = []  # what PyTorch for ROCm's is_pinned() says of what pin_memory() returned
 reasons = set()
+reason_texts = set()  # whole
 x_pinned = x_gpu = None
 # PyTorch's own copies (pin_memory, .to("cuda")) raise on a CPU-only build: counted, not run.
 CANNOT_COPY = (RuntimeError, AssertionError)
@@ -108,6 +109,7 @@ else:
                 if kind == "copy":
                     copies[operation] += 1
                     reasons.add(reason.split(":")[0])
+                    reason_texts.add(reason)
             total += float(x.sum())
             if x_gpu is not None:
                 same_memory = same_memory and x_gpu.data_ptr() == x.data_ptr()
@@ -121,6 +123,7 @@ last_batch = x.data_ptr()
 del x, x_pinned, x_gpu
 gc.collect()
 print(json.dumps({"batches": len(loader), "sum_ok": total == 64.0 * sum(range(256)), "copies": copies, "reasons": sorted(reasons),
+                  "reason_texts": sorted(reason_texts),
                   "model_copies": model_copies, "model_aliases": model_aliases,
                   "aliases": alias_count, "same_memory": same_memory,
                   "pinned_for_hip": pinned_for_hip, "pinned_after_pin": pinned_after_pin,

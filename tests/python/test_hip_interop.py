@@ -27,9 +27,10 @@ def claim_xnack_on(snapshot):
         a["isas"] = [i.replace(":xnack-", ":xnack+") for i in a.get("isas", [])]
 
 
-def run_child(umtopo, tmp_path, package_dir, xnack, child="hip_interop_child.py", *args):
+def run_child(umtopo, tmp_path, package_dir, xnack, child="hip_interop_child.py", *args, conf=None):
     """Runs `child` (argv: package root, HIP double, ROCr double, args) on the doubles serving the
-    capture's MI300A, XNACK as asked; returns the JSON of its last line."""
+    capture's MI300A, XNACK as asked, with UMEM_ALLOC_CONF `conf` (None: unset); returns the JSON
+    of its last line."""
     for var in ("UMEM_ROCR_DOUBLE", "UMEM_HIP_DOUBLE"):
         if not os.environ.get(var):
             pytest.skip(f"{var} is not set (the ctest entry points it at the test double)")
@@ -44,6 +45,9 @@ def run_child(umtopo, tmp_path, package_dir, xnack, child="hip_interop_child.py"
                UMEM_HSA_RUNTIME_LIB=os.environ["UMEM_ROCR_DOUBLE"],
                UMEM_ROCR_DOUBLE_SNAPSHOT=str(path),
                UMEM_HIP_RUNTIME_LIB=os.environ["UMEM_HIP_DOUBLE"])
+    env.pop("UMEM_ALLOC_CONF", None)
+    if conf is not None:
+        env["UMEM_ALLOC_CONF"] = conf
     run = subprocess.run([sys.executable, os.path.join(HERE, child), package_dir,
                           os.environ["UMEM_HIP_DOUBLE"], os.environ["UMEM_ROCR_DOUBLE"], *args],
                          capture_output=True, text=True, env=env, timeout=120)
@@ -53,7 +57,8 @@ def run_child(umtopo, tmp_path, package_dir, xnack, child="hip_interop_child.py"
 
 @pytest.mark.parametrize("xnack", [False, True], ids=["xnack_off", "xnack_on"])
 def test_hip_accepts_every_byte_umem_hands_pytorch(umtopo, tmp_path, package_dir, xnack):
-    r = run_child(umtopo, tmp_path, package_dir, xnack)
+    # Every size of foreign memory is registered (the alias below is 12 KiB).
+    r = run_child(umtopo, tmp_path, package_dir, xnack, conf="foreign_alias_min:0")
     assert "registered with HIP" in r["describe"], r["describe"]
     assert r["registered"] == [1, 1]  # objects of HIP's map, not the arena
     assert r["host_registered"] == 1
@@ -99,6 +104,14 @@ def test_zero_copy_registers_numpy_memory_and_copies_a_read_only_map(umtopo, tmp
         assert r["pinned_for_hip"] is True and r["known_while_aliased"] == 1
     assert r["same_memory"] and r["numpy_sees_write"]
     assert r["known_after"] == 0
+    # Below foreign_alias_min (4 MiB by default) foreign memory is copied where it would need a
+    # registration to be reached (XNACK off); with XNACK on it is aliased whatever its size.
+    [(operation, kind, reason)] = r["small_events"]
+    assert operation == "pin_memory"
+    if xnack:
+        assert kind == "alias"
+    else:
+        assert kind == "copy" and "smaller than foreign_alias_min" in reason, reason
     if not xnack:  # KFD cannot pin read-only pages: copied, with the reason
         [(operation, kind, reason)] = r["read_only_events"]
         assert (operation, kind) == ("pin_memory", "copy")

@@ -35,10 +35,12 @@ def test_without_umem_each_batch_is_copied_twice_with_xnack_off(umtopo, tmp_path
 @pytest.mark.parametrize("xnack", [False, True], ids=["xnack_off", "xnack_on"])
 def test_forked_workers_allocate_host_memory_and_their_batches_are_aliased(
         umtopo, tmp_path, package_dir, xnack):
+    # The batches are 8 KiB: registered with foreign_alias_min:0 (the next test keeps the default).
     # Workers fork after umem became the CPU allocator on the doubles (which refuse GPU runtime
     # calls from a forked child, as KFD does): their samples are host-only umem memory, and the
     # batches reach this process in shared memory, which umem did not allocate.
-    r = run_child(umtopo, tmp_path, package_dir, xnack, "pipeline_copies_child.py", "umem", "2")
+    r = run_child(umtopo, tmp_path, package_dir, xnack, "pipeline_copies_child.py", "umem", "2",
+                  conf="foreign_alias_min:0")
     assert r["batches"] == BATCHES and r["sum_ok"]
     assert r["batch_umem"] is False
     assert r["model_copies"] == 0
@@ -49,3 +51,15 @@ def test_forked_workers_allocate_host_memory_and_their_batches_are_aliased(
     assert r["copies"] == {"pin_memory": 0, "to": 0}, r["reasons"]
     assert r["pinned_after_pin"] == [not xnack] * BATCHES
     assert r["last_batch_known"] == 0
+
+
+def test_forked_workers_small_batches_are_copied_once_below_foreign_alias_min(
+        umtopo, tmp_path, package_dir):
+    # XNACK off, the default foreign_alias_min (4 MiB): an 8 KiB batch costs less to copy than to
+    # register, so the pin step copies it once, saying why.
+    r = run_child(umtopo, tmp_path, package_dir, False, "pipeline_copies_child.py", "umem", "2")
+    assert r["batches"] == BATCHES and r["sum_ok"]
+    assert r["copies"] == {"pin_memory": BATCHES, "to": 0}
+    assert r["reasons"] == ["the GPU cannot access it"]
+    assert all("smaller than foreign_alias_min" in t for t in r["reason_texts"]), r["reason_texts"]
+    assert r["pinned_after_pin"] == []  # PyTorch's own pin_memory (a copy) cannot run here

@@ -879,10 +879,14 @@ gpu_access bridge::access(const void* p, std::size_t bytes) const {
     a.reason = "not umem memory, but every GPU here can access host memory (XNACK on or "
                "pageable memory access)";
   } else if (alloc_->pins_foreign() && all_gpus_unified()) {
-    a.registrable = true;
+    const std::uint64_t least = alloc_->options().foreign_alias_min;
+    a.registrable = bytes >= least;
     a.reason = "not umem memory, and " + no_gpu_reason_ +
-               "; a zero-copy alias registers it with the GPU runtime (pinning its pages) for the "
-               "alias's life";
+               (a.registrable ? "; a zero-copy alias registers it with the GPU runtime (pinning "
+                                "its pages) for the alias's life"
+                              : "; it is smaller than foreign_alias_min (" +
+                                    std::to_string(least) +
+                                    " bytes), below which a copy costs less than a registration");
   } else {
     a.reason = "not memory of umem's allocator (PyTorch's own allocator made it), and " +
                no_gpu_reason_ + "; allocate it with umem.torch.empty(...) instead";

@@ -51,6 +51,8 @@ struct alloc_options {
   std::uint64_t max_cached = 0;              // bytes kept cached beyond use; 0 = unlimited
   bool expandable_segments = true;           // large misses grow one segment in place
   std::uint64_t thread_cache = std::uint64_t{64} << 20;  // per thread and pool; 0 = none
+  // Smallest memory umem did not allocate that a zero-copy alias pins for the GPU (smaller: copied)
+  std::uint64_t foreign_alias_min = std::uint64_t{4} << 20;
   bool operator==(const alloc_options&) const = default;
 };
 
@@ -75,7 +77,7 @@ alloc_options options_from_environment();
 
 // Every effective value as a UMEM_ALLOC_CONF string, in table order, e.g.
 // "policy:local,spill:never,kind:fine,huge_pages:true,populate:none,limit.total:none,max_cached:0,
-// expandable_segments:true,thread_cache:64MiB"
+// expandable_segments:true,thread_cache:64MiB,foreign_alias_min:4MiB"
 // with one limit.nodeN item per node limit. parse_alloc_conf(describe(o)) == o.
 std::string describe(const alloc_options& options);
 
