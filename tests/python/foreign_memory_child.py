@@ -46,23 +46,24 @@ del pinned
 gc.collect()
 out["known_after"] = hip.umem_hip_double_known(t.data_ptr())
 
-small = torch.from_numpy(np.ones(256, dtype=np.float32))  # 1 KiB
-with ut.zero_copy() as log:
-    try:
-        small.pin_memory()
-    except (RuntimeError, AssertionError):  # PyTorch's own copy on a CPU-only build
-        pass
-out["small_events"] = log.events
+
+
+def pin_events(tensor):
+    """What zero_copy() decided for tensor.pin_memory(); PyTorch's own copy raises here."""
+    with ut.zero_copy() as log:
+        try:
+            tensor.pin_memory()
+        except (RuntimeError, AssertionError):  # PyTorch's own copy on a CPU-only build
+            pass
+    return log.events
+
+
+out["small_events"] = pin_events(torch.from_numpy(np.ones(256, dtype=np.float32)))  # 1 KiB
 
 path = os.path.join(sys.argv[4], "weights.npy")
 np.save(path, np.ones(1 << 20, dtype=np.float32))  # 4 MiB
 mapped = torch.from_numpy(np.load(path, mmap_mode="r"))  # read-only: PyTorch warns, and maps it
-with ut.zero_copy() as log:
-    try:
-        mapped.pin_memory()
-    except (RuntimeError, AssertionError):  # PyTorch's own copy on a CPU-only build
-        pass
-out["read_only_events"] = log.events
+out["read_only_events"] = pin_events(mapped)
 out["read_only_known"] = hip.umem_hip_double_known(mapped.data_ptr())
 try:
     with ut.zero_copy(strict=True):
