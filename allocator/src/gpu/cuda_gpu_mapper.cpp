@@ -21,8 +21,8 @@ std::string address(const void* p) {
   return buf;
 }
 
-std::string segment_text(const segment& s) {
-  return std::to_string(s.size) + " bytes at " + address(s.base);
+std::string range_text(const void* p, std::size_t n) {
+  return std::to_string(n) + " bytes at " + address(p);
 }
 
 std::vector<const agent*> cuda_gpus(const topology& topo) {
@@ -34,10 +34,6 @@ std::vector<const agent*> cuda_gpus(const topology& topo) {
 
 std::string gpu_text(const agent& g) {
   return "CUDA device " + std::to_string(g.cuda->ordinal) + " (" + g.marketing_name + ")";
-}
-
-std::string range_text(const void* p, std::size_t n) {
-  return std::to_string(n) + " bytes at " + address(p);
 }
 
 // cuMemHostRegister of [p, p + n) in `ctx`, checked: the device address must be `p`. `own`: a
@@ -152,7 +148,7 @@ cuda_gpu_mapper::~cuda_gpu_mapper() = default;
 void cuda_gpu_mapper::map(const segment& s) {
   if (s.base == nullptr || s.size == 0)
     throw_error(errc::invalid_argument,
-                "cuda_gpu_mapper: a segment needs a base and a size (got " + segment_text(s) + ")");
+                "cuda_gpu_mapper: a segment needs a base and a size (got " + range_text(s.base, s.size) + ")");
   if (!ctx_ || creator_.is_other()) return;  // Note [Fork]: host memory only in a forked child
   register_range(*drv_, *ctx_, s.base, s.size, /*own=*/true);
 }
