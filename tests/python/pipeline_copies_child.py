@@ -83,7 +83,6 @@ if mode == "pytorch":
     for x, y in loader:
         pinned = is_pinned(hip, x.data_ptr())
         pinned_for_hip.append(pinned)
-        pinned_after_pin.append(True)  # PyTorch's copy is pinned memory
         if not pinned:
             copies["pin_memory"] += 1
             reasons.add("PyTorch's pin_memory copies memory HIP does not know as pinned")
