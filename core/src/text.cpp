@@ -39,6 +39,10 @@ std::string hex(std::uintmax_t v) {
 
 std::string hex(const void* p) { return hex(reinterpret_cast<std::uintptr_t>(p)); }
 
+std::string range_text(const void* p, std::size_t bytes) {
+  return std::to_string(bytes) + " bytes at " + hex(p);
+}
+
 std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   return joined(parts, sep, [](const std::string& p) { return p; });
 }

@@ -231,6 +231,26 @@ TEST_F(HipGpuMapper, AForeignRangeKnownOnlyInPartIsRefusedAndHipsOwnMemoryNeedsN
   EXPECT_EQ(hip_->host_free(pinned), hc::result::success);
 }
 
+// HIP keeps a registration's exact bytes: someone else's 64 bytes at a page's start leave the
+// caller's own bytes further in unknown, but the page-rounded registration would register those
+// 64 bytes twice. Known in part, so refused as unsupported (the caller copies), not an error.
+TEST_F(HipGpuMapper, AForeignRangeWhosePageSomeoneElseRegisteredInPartIsUnsupported) {
+  ASSERT_NO_FATAL_FAILURE(start_with_hip());
+  pages a(2 * 4096);
+  ASSERT_EQ(hip_rt_->fn().hipHostRegister(a.base, 64, 0), hc::result::success);
+  ASSERT_EQ(hip_->known(a.bytes() + 128), 0);
+  try {
+    (void)hip_mapper_->register_foreign(a.bytes() + 128, 4096);
+    FAIL();
+  } catch (const umem::error& e) {
+    EXPECT_EQ(e.code(), errc::unsupported);
+    EXPECT_TRUE(contains(e.what(), "HIP already knows")) << e.what();
+  }
+  EXPECT_EQ(hip_->attempts("hipHostRegister"), 1);  // the test's own
+  EXPECT_EQ(hip_->leaked_registrations(), 0);
+  ASSERT_EQ(hip_rt_->fn().hipHostUnregister(a.base), hc::result::success);
+}
+
 // With XNACK off the registration is what lets the GPU reach foreign memory (pins_foreign), and
 // KFD pins only writable pages (Note [What a lock pins] in the ROCr double): a read-only map is
 // refused as unsupported, so the caller copies, and nothing stays registered.

@@ -1,12 +1,12 @@
 #include "umem/allocator/gpu/cuda_gpu_mapper.hpp"
 
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <vector>
 
 #include "umem/core/error.hpp"
 #include "umem/core/detail/log.hpp"
+#include "umem/core/detail/text.hpp"
 #include "umem/cuda_runtime/cuda_compat.hpp"
 
 namespace umem::alloc {
@@ -14,16 +14,6 @@ namespace {
 
 namespace cc = cuda::cuda_compat;
 constexpr unsigned kRegisterFlags = cc::host_register::portable | cc::host_register::devicemap;
-
-std::string address(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%p", p);
-  return buf;
-}
-
-std::string range_text(const void* p, std::size_t n) {
-  return std::to_string(n) + " bytes at " + address(p);
-}
 
 std::vector<const agent*> cuda_gpus(const topology& topo) {
   std::vector<const agent*> out;
@@ -49,7 +39,7 @@ void register_range(const cuda::cuda_driver& drv, const cuda::cuda_primary_conte
     const bool refused = !own && (r == cc::result::invalid_value ||
                                   r == cc::result::host_memory_already_registered);
     throw_error(oom ? errc::out_of_memory : refused ? errc::unsupported : errc::runtime_error,
-                "cuda_gpu_mapper: cannot make " + range_text(p, n) +
+                "cuda_gpu_mapper: cannot make " + detail::range_text(p, n) +
                     " GPU-accessible: cuMemHostRegister failed: " + drv.result_text(r) +
                     (r == cc::result::host_memory_already_registered
                          ? " (someone else registered some of its pages)"
@@ -65,11 +55,11 @@ void register_range(const cuda::cuda_driver& drv, const cuda::cuda_primary_conte
       undo == 0 ? "The registration was undone." : "It was not undone: " + drv.result_text(undo);
   if (r != 0)
     throw_error(errc::runtime_error, "cuda_gpu_mapper: cuMemHostGetDevicePointer failed for " +
-                                         range_text(p, n) + ": " + drv.result_text(r) + ". " +
-                                         undone);
+                                         detail::range_text(p, n) + ": " + drv.result_text(r) +
+                                         ". " + undone);
   throw_error(errc::unsupported,
-              "cuda_gpu_mapper: the driver mapped " + range_text(p, n) + " at device address " +
-                  address(reinterpret_cast<void*>(static_cast<std::uintptr_t>(device))) +
+              "cuda_gpu_mapper: the driver mapped " + detail::range_text(p, n) +
+                  " at device address " + detail::hex(device) +
                   ", not at its host address; zero-copy sharing needs one address for CPU and "
                   "GPU (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM). " + undone);
 }
@@ -79,10 +69,10 @@ void unregister_range(const cuda::cuda_driver& drv, const cuda::cuda_primary_con
   try {
     const cuda::cuda_context_scope scope(ctx);
     if (const cuda::cu_result r = drv.fn().cuMemHostUnregister(p); r != 0)
-      log().error("cuda_gpu_mapper: cuMemHostUnregister of {} failed: {}", range_text(p, n),
+      log().error("cuda_gpu_mapper: cuMemHostUnregister of {} failed: {}", detail::range_text(p, n),
                   drv.result_text(r));
   } catch (const std::exception& e) {
-    log().error("cuda_gpu_mapper: unregistering {}: {}", range_text(p, n), e.what());
+    log().error("cuda_gpu_mapper: unregistering {}: {}", detail::range_text(p, n), e.what());
   }
 }
 
@@ -147,8 +137,8 @@ cuda_gpu_mapper::~cuda_gpu_mapper() = default;
 
 void cuda_gpu_mapper::map(const segment& s) {
   if (s.base == nullptr || s.size == 0)
-    throw_error(errc::invalid_argument,
-                "cuda_gpu_mapper: a segment needs a base and a size (got " + range_text(s.base, s.size) + ")");
+    throw_error(errc::invalid_argument, "cuda_gpu_mapper: a segment needs a base and a size (got " +
+                                            detail::range_text(s.base, s.size) + ")");
   if (!ctx_ || creator_.is_other()) return;  // Note [Fork]: host memory only in a forked child
   register_range(*drv_, *ctx_, s.base, s.size, /*own=*/true);
 }

@@ -11,7 +11,7 @@
 namespace umem::alloc {
 
 std::shared_ptr<void> foreign_registrations::acquire(const void* p, std::size_t bytes) {
-  const std::string text = std::to_string(bytes) + " bytes at " + detail::hex(p);
+  const std::string text = detail::range_text(p, bytes);
   if (p == nullptr || bytes == 0)
     throw_error(errc::invalid_argument,
                 rt_.who + ": a foreign range needs an address and a size (got " + text + ")");

@@ -17,10 +17,6 @@ namespace hc = hip::hip_compat;
 
 constexpr unsigned kFlags = hc::host_register::portable | hc::host_register::mapped;
 
-std::string range_text(const void* p, std::size_t bytes) {
-  return std::to_string(bytes) + " bytes at " + detail::hex(p);
-}
-
 // The device address HIP has for `p`; null when HIP does not know it (hipPointerGetAttributes
 // answers hipSuccess with no device pointer in clr, an error in older HIP: both mean unknown).
 void* device_address(const hip::hip_runtime& rt, const void* p) {
@@ -33,9 +29,12 @@ void* device_address(const hip::hip_runtime& rt, const void* p) {
 // fresh segment of umem's, where hipErrorInvalidValue can only be a failed lock (Note [GPU
 // visibility under HIP]). Throws; leaves nothing registered on failure.
 void register_range(const hip::hip_runtime& rt, void* p, std::size_t bytes, bool own_memory) {
+  // For foreign memory `p` is the start of a page whose first bytes someone else registered
+  // (foreign_registrations asked about the caller's own bytes): known in part, so unsupported
+  // and copied (Note [Foreign registrations]); for a fresh segment of umem's, a broken state.
   if (device_address(rt, p) != nullptr)
-    throw_error(errc::runtime_error,
-                "hip_gpu_mapper: HIP already knows " + range_text(p, bytes) +
+    throw_error(own_memory ? errc::runtime_error : errc::unsupported,
+                "hip_gpu_mapper: HIP already knows " + detail::range_text(p, bytes) +
                     " (someone else registered it); umem does not register memory twice, since "
                     "HIP would keep both registrations pinned");
   const hip::hip_error r = rt.fn().hipHostRegister(p, bytes, kFlags);
@@ -47,7 +46,7 @@ void register_range(const hip::hip_runtime& rt, void* p, std::size_t bytes, bool
     throw_error(oom ? errc::out_of_memory
                     : unpinnable ? errc::unsupported
                                  : errc::runtime_error,
-                "hip_gpu_mapper: hipHostRegister of " + range_text(p, bytes) +
+                "hip_gpu_mapper: hipHostRegister of " + detail::range_text(p, bytes) +
                     " failed: " + rt.result_text(r) + " (HIP " + rt.resolved_path() + ")" +
                     (oom ? "; HIP could not pin the pages (out of pinnable memory)" : "") +
                     (unpinnable ? "; HIP could not lock the pages: KFD pins only writable memory "
@@ -57,8 +56,8 @@ void register_range(const hip::hip_runtime& rt, void* p, std::size_t bytes, bool
   if (void* d = device_address(rt, p); d != p) {
     const hip::hip_error undo = rt.fn().hipHostUnregister(p);
     throw_error(errc::unsupported,
-                "hip_gpu_mapper: HIP registered " + range_text(p, bytes) + " at device address " +
-                    detail::hex(d) +
+                "hip_gpu_mapper: HIP registered " + detail::range_text(p, bytes) +
+                    " at device address " + detail::hex(d) +
                     ", not at its host address; zero-copy sharing needs one address for "
                     "CPU and GPU. The registration was " +
                     (undo == hc::result::success ? std::string("undone.")
@@ -69,7 +68,7 @@ void register_range(const hip::hip_runtime& rt, void* p, std::size_t bytes, bool
 void unregister_range(const hip::hip_runtime& rt, void* p, std::size_t bytes) noexcept {
   const hip::hip_error r = rt.fn().hipHostUnregister(p);
   if (r != hc::result::success)
-    log().error("hip_gpu_mapper: hipHostUnregister of {} failed: {}", range_text(p, bytes),
+    log().error("hip_gpu_mapper: hipHostUnregister of {} failed: {}", detail::range_text(p, bytes),
                 rt.result_text(r));
 }
 
@@ -92,7 +91,7 @@ void hip_gpu_mapper::map(const segment& s) {
   if (creator_.is_other()) return;  // Note [Fork]: host memory only in a forked child
   if (s.base == nullptr || s.size == 0)
     throw_error(errc::invalid_argument, "hip_gpu_mapper: a segment needs a base and a size (got " +
-                                            range_text(s.base, s.size) + ")");
+                                            detail::range_text(s.base, s.size) + ")");
   if (s.kind == coherence::unknown)
     throw_error(errc::invalid_argument,
                 "hip_gpu_mapper: segment kind must be fine, coarse or extended_fine");
@@ -102,7 +101,7 @@ void hip_gpu_mapper::map(const segment& s) {
                 "hipHostRegister locks host memory fine-grained, without system-scope coherence "
                 "(Note [GPU visibility under HIP]); ask for fine or coarse memory, or run without "
                 "HIP loaded (" +
-                    range_text(s.base, s.size) + ")");
+                    detail::range_text(s.base, s.size) + ")");
   register_range(*hip_, s.base, s.size, /*own_memory=*/true);
 }
 

@@ -16,6 +16,8 @@ std::string_view trim_right(std::string_view s);
 // "0x" and lower-case hexadecimal digits: "0x1f".
 std::string hex(std::uintmax_t v);
 std::string hex(const void* p);
+// A memory range in messages: "4096 bytes at 0x7f3a00000000" (the address as hex() writes it).
+std::string range_text(const void* p, std::size_t bytes);
 // The parts with `sep` between them.
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 std::string join(const std::vector<int>& values, std::string_view sep);
