@@ -31,8 +31,17 @@ bool injected(state& s, const char* call, hip_error& out) {
   return true;
 }
 
+namespace {
+// Successful calls made on the calling thread, by entry point (not reset: a thread's own record).
+std::map<std::string, long>& this_thread_calls() {
+  thread_local std::map<std::string, long> calls;
+  return calls;
+}
+}  // namespace
+
 hip_error succeeded(state& s, const char* call) {
   ++s.calls[call];
+  ++this_thread_calls()[call];
   return result::success;
 }
 
@@ -88,6 +97,14 @@ UMEM_DOUBLE_EXPORT long umem_hip_double_calls(const char* call) {
   std::lock_guard lock(s.mu);
   auto it = s.calls.find(call);
   return it == s.calls.end() ? 0 : it->second;
+}
+
+// Successful calls of `call` the calling thread made, ever (which thread waits in a call such as
+// hipHostUnregister, whose SyncAllStreams the double does not make last).
+UMEM_DOUBLE_EXPORT long umem_hip_double_calls_on_this_thread(const char* call) {
+  const std::map<std::string, long>& calls = this_thread_calls();
+  auto it = calls.find(call);
+  return it == calls.end() ? 0 : it->second;
 }
 
 // Every call of `call` since the last reset, failed and injected ones included.

@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import umem.torch as ut  # noqa: E402
 import umem.torch.zero_copy_mode as zc  # noqa: E402
+from umem.torch import host_tensors  # noqa: E402
 from umem.torch import UmemTorchError  # noqa: E402
 
 
@@ -44,7 +45,11 @@ out["numpy_sees_write"] = float(array[0]) == 42.0
 out["known_while_aliased"] = hip.umem_hip_double_known(t.data_ptr())
 del pinned
 gc.collect()
+# The release waits for the GPU, so it is made on the releases' thread (Note [Deferred releases]).
+host_tensors._releases.settle()
 out["known_after"] = hip.umem_hip_double_known(t.data_ptr())
+out["unregisters"] = hip.umem_hip_double_calls(b"hipHostUnregister")
+out["unregisters_on_this_thread"] = hip.umem_hip_double_calls_on_this_thread(b"hipHostUnregister")
 
 
 

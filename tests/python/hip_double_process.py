@@ -17,7 +17,8 @@ class PointerAttributes(ctypes.Structure):
 def attach(hip_path, rocr_path):
     """The HIP double, mapped globally and attached to the ROCr double at rocr_path."""
     hip = ctypes.CDLL(hip_path, mode=ctypes.RTLD_GLOBAL)
-    for name in ("umem_hip_double_attempts", "umem_hip_double_calls"):
+    for name in ("umem_hip_double_attempts", "umem_hip_double_calls",
+                 "umem_hip_double_calls_on_this_thread"):
         getattr(hip, name).restype = ctypes.c_long
         getattr(hip, name).argtypes = [ctypes.c_char_p]
     hip.umem_hip_double_total_attempts.restype = ctypes.c_long

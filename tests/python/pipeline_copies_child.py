@@ -34,6 +34,7 @@ workers = int(sys.argv[5])
 import torch  # noqa: E402
 import umem.torch as ut  # noqa: E402
 import umem.torch.zero_copy_mode as zc  # noqa: E402
+from umem.torch import host_tensors  # noqa: E402
 
 if mode == "umem":
     ut.enable_host()
@@ -121,10 +122,14 @@ else:
 last_batch = x.data_ptr()
 del x, x_pinned, x_gpu
 gc.collect()
+host_tensors._releases.settle()  # Note [Deferred releases]
 print(json.dumps({"batches": len(loader), "sum_ok": total == 64.0 * sum(range(256)), "copies": copies, "reasons": sorted(reasons),
                   "reason_texts": sorted(reason_texts),
                   "model_copies": model_copies, "model_aliases": model_aliases,
                   "aliases": alias_count, "same_memory": same_memory,
                   "pinned_for_hip": pinned_for_hip, "pinned_after_pin": pinned_after_pin,
                   "last_batch_known": hip.umem_hip_double_known(last_batch),
+                  "unregisters": hip.umem_hip_double_calls(b"hipHostUnregister"),
+                  "unregisters_on_this_thread":
+                      hip.umem_hip_double_calls_on_this_thread(b"hipHostUnregister"),
                   "batch_umem": ut.gpu_access(next(iter(loader))[0])["umem"]}))

@@ -215,6 +215,7 @@ def _numpy_alias(ut, hip):
     default) registered with HIP for the alias's life, with XNACK on known to HIP the same way."""
     import gc
     import numpy as np
+    from umem.torch import host_tensors
     out = {}
     n = 1 << 22
     array = np.arange(n, dtype=np.float32)
@@ -231,6 +232,7 @@ def _numpy_alias(ut, hip):
     out["doubled_in_numpy"] = bool((array == 2 * np.arange(n, dtype=np.float32)).all())
     del d
     gc.collect()
+    host_tensors._releases.settle()  # released on the releases' thread (Note [Deferred releases])
     out["unknown_after"] = _device_pointer(hip, t.data_ptr()) is None
     return out
 

@@ -47,10 +47,13 @@ def test_forked_workers_allocate_host_memory_and_their_batches_are_aliased(
     assert r["pinned_for_hip"] == [False] * BATCHES
     # Aliased in both: with XNACK on the GPU reaches shared memory in place (pin_memory returns
     # the batch itself); with XNACK off pin_memory returns an alias registered with HIP for its
-    # life (pinned: PyTorch for ROCm's is_pinned() says so), released with the alias.
+    # life (pinned: PyTorch for ROCm's is_pinned() says so), released after the alias by the
+    # releases' thread: hipHostUnregister waits for the GPU, and the loop does not.
     assert r["copies"] == {"pin_memory": 0, "to": 0}, r["reasons"]
     assert r["pinned_after_pin"] == [not xnack] * BATCHES
     assert r["last_batch_known"] == 0
+    if not xnack:
+        assert r["unregisters"] >= BATCHES and r["unregisters_on_this_thread"] == 0
 
 
 def test_forked_workers_small_batches_are_copied_once_below_foreign_alias_min(

@@ -11,6 +11,7 @@ One module per feature; this one only re-exports their public names:
                     would otherwise hide the module)
     weights         load_safetensors(), load_into(), meta_parameters()
     rank_binding    bind_local_rank()
+    deferred_releases  (internal) aliases' registrations released off the caller's thread
 """
 from ._common import UmemTorchError
 from .enabling import Mode, enable, enable_host, enabled, host_enabled, mode, pinned_enabled

@@ -1,5 +1,6 @@
 """CPU tensors in umem memory, where a tensor's memory lives, and DLPack aliases that show one
 memory to the CPU and the GPU without a copy (docs/torch-bridge.md: ownership and validity)."""
+import atexit
 import ctypes
 import threading
 
@@ -7,6 +8,7 @@ import torch
 
 from .. import _lib
 from ._common import UmemTorchError, _device_index, _itemsize, _storage_span
+from .deferred_releases import DeferredReleases
 
 
 def empty(*size, dtype=None, node=None, requires_grad=False):
@@ -90,16 +92,26 @@ _alias_lock = threading.RLock()
 _lib.hold_across_fork(_alias_lock)
 
 
+# Registrations wait for the GPU when released: on a thread of their own (Note [Deferred
+# releases] in deferred_releases.py). Four at most: a batch or two per step of a training loop.
+def _release_registration(handle, lib=_lib):
+    lib.lib().umem_torch_alias_release(handle)
+
+
+_releases = DeferredReleases(_release_registration, 4)
+atexit.register(_releases.settle)
+
+
 @_DELETER
 def _release_alias(managed, aliases=_live_aliases, lock=_alias_lock, addressof=ctypes.addressof,
-                   lib=_lib):
+                   releases=_releases):
     # PyTorch calls this when the alias's storage dies (any thread; ctypes takes the GIL), also
     # during interpreter shutdown after this module's globals are cleared: hence the defaults.
-    # The registration goes before the owner: the memory must not be freed while registered.
+    # The registration goes before the owner: the releases keep the owner until it is released.
     with lock:
         entry = aliases.pop(addressof(managed.contents), None)
-        if entry is not None and entry[3] is not None:
-            lib.lib().umem_torch_alias_release(entry[3])
+    if entry is not None and entry[3] is not None:
+        releases.put(entry[3], entry[2])
 
 
 # Never freed, nor what it holds (the registry, so the structs PyTorch points to): an alias in a
