@@ -7,6 +7,8 @@ import os
 import threading
 import weakref
 
+import pytest
+
 from umem.torch.deferred_releases import DeferredReleases
 
 
@@ -102,3 +104,20 @@ def test_a_forked_child_inherits_no_pending_release():
     rec.gate.set()
     releases.settle()
     assert [c[0] for c in rec.calls] == ["a", "b"]
+
+
+def test_a_failed_release_is_a_warning_and_the_thread_goes_on():
+    rec = _Recorder()
+
+    def release(handle):
+        if handle == "bad":
+            raise RuntimeError("the runtime refused")
+        rec(handle)
+
+    releases = DeferredReleases(release, 4)
+    with pytest.warns(UserWarning, match="the runtime refused"):
+        releases.put("bad", rec.owner("bad"))
+        releases.settle()
+    releases.put("good", rec.owner("good"))
+    releases.settle()
+    assert [c[0] for c in rec.calls] == ["good"] and rec.owners["bad"]() is None

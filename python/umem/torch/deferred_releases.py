@@ -8,8 +8,10 @@ registration. An alias usually dies where the program moves on (a training loop 
 batch), so releasing there would make the loop wait for every kernel it had queued, and the GPU
 would run dry while Python queues the next step. So a release goes to one thread of its own,
 which does the waiting (clr waits outside its stream-set lock, Device::SyncAllStreams in
-hipamd/src/hip_device.cpp, so other threads' launches go on meanwhile). The alias's owner (what keeps the memory alive) stays alive until its
-registration is gone: pages must never be freed while registered. At most `pending_max`
+hipamd/src/hip_device.cpp, so other threads' launches go on meanwhile). The alias's owner (what
+keeps the memory alive) stays alive until its registration is gone: pages must never be freed
+while registered. A release that fails is reported as a warning and the thread goes on (the
+library has logged why). At most `pending_max`
 releases wait; beyond that the caller releases itself (and waits), so the memory held for
 releases stays bounded when the GPU falls behind. A forked child starts with no pending releases
 (the parent's registrations are not the child's to release) and no thread. During interpreter
@@ -19,6 +21,7 @@ import collections
 import os
 import sys
 import threading
+import warnings
 
 
 class DeferredReleases:
@@ -85,6 +88,8 @@ class DeferredReleases:
                 self._running += 1
             try:
                 self._release(handle)
+            except Exception as e:  # noqa: BLE001 - the thread must keep serving the others
+                warnings.warn(f"umem: releasing an alias's registration failed: {e}")
             finally:
                 del owner  # the memory may go now, never before its registration
                 with cond:
