@@ -50,6 +50,28 @@ def test_zero_copy_mode_aliases_and_falls_back(umem_gpu):
     assert log.events[3][2] == "non-contiguous tensor"
 
 
+def test_each_conversion_asks_the_bridge_once(umem_gpu, monkeypatch):
+    # zero_copy() decides with one gpu_access per conversion; as_device's and as_host's own
+    # checks (the same question again) are not repeated inside the mode.
+    from umem import _lib
+    lib = _lib.lib()
+    real = lib.umem_torch_gpu_access_json
+    asked = []
+
+    def counting(ptr, size):
+        asked.append(ptr)
+        return real(ptr, size)
+
+    monkeypatch.setattr(lib, "umem_torch_gpu_access_json", counting)
+    x = ut.empty(1024, dtype=torch.float32, node=umem_gpu)
+    with ut.zero_copy() as log:
+        y = x.to("cuda")
+        z = y.cpu()
+    assert [e[1] for e in log.events] == ["alias", "alias"]
+    assert z.data_ptr() == x.data_ptr()
+    assert asked == [x.data_ptr(), y.data_ptr()]
+
+
 def test_moving_a_module_aliases_it_and_it_trains_like_a_copy(umem_gpu):
     torch.manual_seed(0)
     model = in_umem(Net(), umem_gpu)

@@ -85,6 +85,16 @@ def test_dtype_change_copies_correctly_and_says_why():
     assert log.events == [("to", "copy", "no device change")]
 
 
+def test_only_cpu_tensors_are_aliased_on_a_gpu(fake_gpu):
+    # The fake GPU would take any memory: the source's device alone decides here.
+    x = torch.empty(4, device="meta")
+    with ut.zero_copy() as log:
+        swallow_cpu_only_torch(lambda: x.to("cuda"))
+    assert log.events == [("to", "copy", "only CPU tensors are aliased on a GPU (this one is on "
+                                         "meta)")]
+    assert fake_gpu.calls == []
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
 def test_device_change_without_gpu_falls_back_with_reason():
     x = torch.arange(4.0)

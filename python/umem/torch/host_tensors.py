@@ -188,6 +188,12 @@ def as_device(t, device=None):
     if not access["accessible"] and not access.get("registrable"):
         raise UmemTorchError("as_device(): the GPU cannot access this tensor's memory: "
                              + access["reason"])
+    return _device_alias(t, device)
+
+
+def _device_alias(t, device=None):
+    """as_device() past its checks, for a caller that made them (zero_copy() asks gpu_access once
+    per conversion: each ask is a call into the bridge)."""
     target = torch.device("cuda", _device_index(device if device is not None else "cuda"))
     return _alias_like(t, target)
 
@@ -208,6 +214,11 @@ def as_host(t, synchronize=True):
     if not access.get("host_accessible", True):
         raise UmemTorchError("as_host(): the CPU cannot use this GPU tensor's memory in place: "
                              + access["reason"] + "; copy it with .cpu()")
+    return _host_alias(t, synchronize)
+
+
+def _host_alias(t, synchronize=True):
+    """as_host() past its checks, for a caller that made them (as _device_alias)."""
     if synchronize:
         torch.cuda.current_stream(t.device).synchronize()
     return _alias_like(t, torch.device("cpu"))

@@ -20,7 +20,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ._common import UmemTorchError, _device_index
-from .host_tensors import _as_registered, as_device, as_host, gpu_access
+from .host_tensors import _as_registered, _device_alias, _host_alias, gpu_access
 
 _OPERATIONS = {torch.Tensor.to: "to", torch.Tensor.cuda: "cuda", torch.Tensor.cpu: "cpu",
                torch.Tensor.pin_memory: "pin_memory"}
@@ -48,8 +48,9 @@ class _Target:
 
     gpu_available = staticmethod(torch.cuda.is_available)
     gpu_access = staticmethod(gpu_access)
-    as_device = staticmethod(as_device)
-    as_host = staticmethod(as_host)
+    # The aliases without as_device's and as_host's own checks: _why_not_alias made them.
+    as_device = staticmethod(_device_alias)
+    as_host = staticmethod(_host_alias)
     as_registered = staticmethod(_as_registered)
 
 
@@ -148,6 +149,8 @@ def _why_not_alias(t, request):
         return f"memory format change to {request.memory_format}"
     if not t.is_contiguous():
         return "non-contiguous tensor"
+    if device.type != "cpu" and t.device.type != "cpu":
+        return f"only CPU tensors are aliased on a GPU (this one is on {t.device})"
     if not _target.gpu_available():
         return "no GPU: torch.cuda.is_available() is False"
     access = _target.gpu_access(t)
