@@ -86,6 +86,8 @@ def test_settle_waits_for_the_release_in_progress():
     assert settled.is_set() and [c[0] for c in rec.calls] == ["a"]
 
 
+# Forking while the releases' thread runs is the point here (Python 3.12+ warns about it).
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_inherits_no_pending_release():
     rec, releases = _with_a_release_in_progress(4)
     releases.put("b", rec.owner("b"))  # waiting behind a at the fork
