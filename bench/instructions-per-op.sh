@@ -27,28 +27,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # Prints the instructions per operation in callgrind output $1.
-per_op() {
-  callgrind_annotate --tree=caller "$1" | python3 -c '
-import re, sys
-# In --tree=caller output each function ("*" line) follows the lines of its callers ("<" lines,
-# "COST (P%)  < CALLER (Nx) [OBJECT]"): the loop is alloc_free_single, the calls it makes on
-# every operation are those with the largest call counts.
-calls, pending = [], []
-for line in sys.stdin:
-    m = re.match(r"^\s*([\d,]+) \(.*?\)\s+<\s+(.*) \(([\d,]+)x\)", line)
-    if m:
-        pending.append((int(m[1].replace(",", "")), m[2], int(m[3].replace(",", ""))))
-        continue
-    if re.match(r"^\s*[\d,]+ \(.*?\)\s+\*", line):
-        calls += [(cost, n) for cost, caller, n in pending
-                  if re.search(r"\balloc_free_single<", caller) and "warm_up" not in caller]
-        pending = []
-ops = max((n for _, n in calls), default=0)
-if ops == 0:
-    sys.exit("no calls from the benchmark loop in the callgrind output")
-print(f"{sum(cost for cost, n in calls if n * 2 > ops) / ops:.0f}")
-'
-}
+per_op() { callgrind_annotate --tree=caller "$1" | python3 "$root/bench/callgrind_per_op.py"; }
 
 # One count: $1 contender (umem, glibc, jemalloc, mimalloc), $2 size, $3 library to preload or "";
 # the fewest of 3 runs (umem's, glibc's and mimalloc's counts repeat exactly; jemalloc's do not:
