@@ -99,8 +99,8 @@ UMEM_DOUBLE_EXPORT long umem_hip_double_calls(const char* call) {
   return it == s.calls.end() ? 0 : it->second;
 }
 
-// Successful calls of `call` the calling thread made, ever (which thread waits in a call such as
-// hipHostUnregister, whose SyncAllStreams the double does not make last).
+// Successful calls of `call` the calling thread made, ever: which thread would wait in a call such
+// as hipHostUnregister, whose SyncAllStreams the double completes at once.
 UMEM_DOUBLE_EXPORT long umem_hip_double_calls_on_this_thread(const char* call) {
   const std::map<std::string, long>& calls = this_thread_calls();
   auto it = calls.find(call);

@@ -13,7 +13,7 @@ import sys
 
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hip_double_process import attach, is_pinned  # noqa: E402
+from hip_double_process import attach, is_pinned, unregisters  # noqa: E402
 
 hip = attach(sys.argv[2], sys.argv[3])
 
@@ -48,8 +48,7 @@ gc.collect()
 # The release waits for the GPU, so it is made on the releases' thread (Note [Deferred releases]).
 host_tensors._releases.settle()
 out["known_after"] = hip.umem_hip_double_known(t.data_ptr())
-out["unregisters"] = hip.umem_hip_double_calls(b"hipHostUnregister")
-out["unregisters_on_this_thread"] = hip.umem_hip_double_calls_on_this_thread(b"hipHostUnregister")
+out.update(unregisters(hip))
 
 
 

@@ -44,3 +44,12 @@ def is_pinned(hip, ptr):
     attributes = PointerAttributes()
     status = hip.hipPointerGetAttributes(ctypes.byref(attributes), ptr)
     return status == 0 and attributes.type == MEMORY_TYPE_HOST
+
+
+def unregisters(hip):
+    """Successful hipHostUnregister calls, in all and on the calling thread: which thread waited in
+    them (clr's ihipHostUnregister waits for the device's streams; the double does not)."""
+    return {"unregisters": hip.umem_hip_double_calls(b"hipHostUnregister"),
+            "unregisters_on_this_thread":
+                hip.umem_hip_double_calls_on_this_thread(b"hipHostUnregister")}
+

@@ -25,7 +25,7 @@ import sys
 
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hip_double_process import attach, is_pinned  # noqa: E402
+from hip_double_process import attach, is_pinned, unregisters  # noqa: E402
 
 hip = attach(sys.argv[2], sys.argv[3])
 mode = sys.argv[4]
@@ -129,7 +129,5 @@ print(json.dumps({"batches": len(loader), "sum_ok": total == 64.0 * sum(range(25
                   "aliases": alias_count, "same_memory": same_memory,
                   "pinned_for_hip": pinned_for_hip, "pinned_after_pin": pinned_after_pin,
                   "last_batch_known": hip.umem_hip_double_known(last_batch),
-                  "unregisters": hip.umem_hip_double_calls(b"hipHostUnregister"),
-                  "unregisters_on_this_thread":
-                      hip.umem_hip_double_calls_on_this_thread(b"hipHostUnregister"),
+                  **unregisters(hip),
                   "batch_umem": ut.gpu_access(next(iter(loader))[0])["umem"]}))
