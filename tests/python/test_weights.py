@@ -62,6 +62,31 @@ def test_every_tensor_comes_back_equal_in_umem_memory(tmp_path):
     assert ut.gpu_access(got["ids"])["umem"] is False
 
 
+def test_a_unified_gpu_target_aliases_the_blocks_views_asking_the_bridge_once_per_file(
+        tmp_path, monkeypatch):
+    # A stand-in for a unified GPU that can use any memory in place (no GPU here): every tensor is
+    # aliased. The block is asked about once for all its views; only the tensors outside it (the
+    # copies of "ids" and "half", at unaligned offsets, and the empty one) are asked about alone.
+    import umem.torch.weights as w
+    asked, aliased = [], []
+    monkeypatch.setattr(w, "_gpu_target", lambda device: (torch.device("cuda", 0),
+                                                          {"memory": "host", "numa_node": 0}))
+    monkeypatch.setattr(w, "gpu_access", lambda t: asked.append(t) or {"accessible": True})
+
+    def alias(t, device=None):
+        aliased.append(device)
+        return t.detach()
+
+    monkeypatch.setattr(w, "_device_alias", alias)
+    src = sample()
+    got = ut.load_safetensors(write_safetensors(tmp_path / "m.safetensors", src), device="cuda")
+    assert [t.numel() for t in asked] == [sum(t.numel() * t.element_size() for t in src.values()),
+                                          src["ids"].numel(), src["half"].numel(), 0]
+    assert aliased == [torch.device("cuda", 0)] * len(src)
+    for name, t in src.items():
+        assert torch.equal(got[name], t), name
+
+
 def test_the_tensors_keep_their_block_alive(tmp_path):
     src = sample()
     got = ut.load_safetensors(write_safetensors(tmp_path / "m.safetensors", src))

@@ -7,7 +7,7 @@ import torch
 
 from .. import _lib
 from ._common import UmemTorchError, _itemsize
-from .host_tensors import _alias, _HostBlock, as_device, gpu_access
+from .host_tensors import _alias, _device_alias, _HostBlock, gpu_access
 
 
 _SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
@@ -143,8 +143,10 @@ def load_safetensors(path, *, device="cpu", node=None, dtype=None, threads=None,
                 x = x.to(dtype)
                 in_block = False
             if gpu is not None and x.device != target:
+                # Asked here (once per file for the block's views), so the alias needs no
+                # second ask: as_device() would make the same gpu_access call again.
                 alias = not staged and (alias_on_gpu if in_block else gpu_access(x)["accessible"])
-                x = as_device(x, target) if alias else x.to(target)
+                x = _device_alias(x, target) if alias else x.to(target)
             out[t["name"]] = x
         del data
     for name, file in ck["weight_map"].items():
