@@ -131,7 +131,7 @@ def load(kind="cuda"):
         return _loaded[name]
     module = sys.modules.get(name) or _import_built(name) or _build(name, kind)
     lib = _lib.lib()
-    # Every function of the library: the extension takes the ones its UMEM_FUNCTIONS list names.
+    # Every function of the library: the extension takes the ones library_functions.hpp names.
     module.install({f: ctypes.cast(getattr(lib, f), ctypes.c_void_p).value
                     for f in _lib.SIGNATURES})
     _loaded[name] = module

@@ -41,6 +41,7 @@
 #include <utility>
 
 #include "torch_compat.hpp"
+#include "library_functions.hpp"
 #include "umem/umem_torch.h"
 
 #if UMEM_TORCH_AT_LEAST(2, 8)
@@ -64,19 +65,6 @@ void add_stat(S& to, const umem_torch_stat& from) {
   to.freed += from.freed;
 }
 
-// libumem_torch.so's functions the pinned-memory allocator calls (set by the extension's install()).
-struct pinned_functions {
-  decltype(&::umem_torch_host_malloc) host_malloc = nullptr;
-  decltype(&::umem_torch_host_free) host_free = nullptr;
-  decltype(&::umem_torch_host_record_use) record_use = nullptr;
-  decltype(&::umem_torch_empty_cache) empty_cache = nullptr;
-  decltype(&::umem_torch_get_device_stats) get_stats = nullptr;
-  decltype(&::umem_torch_reset_accumulated_stats) reset_accumulated = nullptr;
-  decltype(&::umem_torch_reset_peak_stats) reset_peak = nullptr;
-  decltype(&::umem_torch_last_error) last_error = nullptr;
-};
-inline pinned_functions pinned_fn;
-
 #if UMEM_TORCH_HOST_ALLOCATOR
 
 inline pinned_graph_pools pinned_pools;
@@ -89,11 +77,11 @@ inline void pinned_release(void* p) noexcept {
   } catch (...) {
     return;
   }
-  (void)pinned_fn.host_free(p);
+  (void)fn.umem_torch_host_free(p);
 }
 
 inline void pinned_check(umem_status s, const char* what) {
-  TORCH_CHECK(s == UMEM_OK, "umem pinned-memory allocator: ", what, ": ", pinned_fn.last_error());
+  TORCH_CHECK(s == UMEM_OK, "umem pinned-memory allocator: ", what, ": ", fn.umem_torch_last_error());
 }
 
 // True where A does not declare the graph-pool functions (Note [Pinned memory in graph
@@ -120,15 +108,15 @@ class pinned_memory_allocator final : public at::HostAllocator {
     {
       // A capture underway: a new segment's registration must not invalidate it.
       const relaxed_capture relaxed(pinned_pools.capturing());
-      s = pinned_fn.host_malloc(n, -1, &p);
+      s = fn.umem_torch_host_malloc(n, -1, &p);
     }
     TORCH_CHECK_WITH(OutOfMemoryError, s != UMEM_ERR_OUT_OF_MEMORY,
-                     "umem pinned-memory allocator: ", pinned_fn.last_error());
-    TORCH_CHECK(s == UMEM_OK, "umem pinned-memory allocator: ", pinned_fn.last_error());
+                     "umem pinned-memory allocator: ", fn.umem_torch_last_error());
+    TORCH_CHECK(s == UMEM_OK, "umem pinned-memory allocator: ", fn.umem_torch_last_error());
     try {
       pinned_pools.adopt(p, c10::cuda::getCurrentCUDAStream());
     } catch (...) {  // std::bad_alloc, or the capture's filter threw: the block is nobody's
-      (void)pinned_fn.host_free(p);
+      (void)fn.umem_torch_host_free(p);
       throw;
     }
     return {p, p, &pinned_release, cpu};
@@ -139,13 +127,13 @@ class pinned_memory_allocator final : public at::HostAllocator {
   }
   bool record_event(void* ptr, void* ctx, c10::Stream stream) override {
     const c10::cuda::CUDAStream s(c10::cuda::CUDAStream::UNCHECKED, stream);
-    return pinned_fn.record_use(ctx != nullptr ? ctx : ptr, s.stream(), stream.device_index()) ==
+    return fn.umem_torch_host_record_use(ctx != nullptr ? ctx : ptr, s.stream(), stream.device_index()) ==
            UMEM_OK;
   }
-  void empty_cache() override { (void)pinned_fn.empty_cache(0, nullptr); }
+  void empty_cache() override { (void)fn.umem_torch_empty_cache(0, nullptr); }
   at::HostStats get_stats() override {
     umem_torch_device_stats u{};
-    pinned_check(pinned_fn.get_stats(UMEM_TORCH_HOST, &u), "statistics");
+    pinned_check(fn.umem_torch_get_device_stats(UMEM_TORCH_HOST, &u), "statistics");
     at::HostStats s;
     add_stat(s.active_requests, u.active[0]);
     add_stat(s.active_bytes, u.active_bytes[0]);
@@ -156,10 +144,10 @@ class pinned_memory_allocator final : public at::HostAllocator {
     return s;
   }
   void reset_accumulated_stats() override {
-    pinned_check(pinned_fn.reset_accumulated(UMEM_TORCH_HOST), "reset_accumulated_host_memory_stats");
+    pinned_check(fn.umem_torch_reset_accumulated_stats(UMEM_TORCH_HOST), "reset_accumulated_host_memory_stats");
   }
   void reset_peak_stats() override {
-    pinned_check(pinned_fn.reset_peak(UMEM_TORCH_HOST), "reset_peak_host_memory_stats");
+    pinned_check(fn.umem_torch_reset_peak_stats(UMEM_TORCH_HOST), "reset_peak_host_memory_stats");
   }
   // Overrides where at::HostAllocator declares them (graph_pools_overridable).
   void begin_allocate_to_pool(mempool_id id, std::function<bool(c10::Stream)> filter) {
@@ -167,7 +155,7 @@ class pinned_memory_allocator final : public at::HostAllocator {
   }
   void end_allocate_to_pool(mempool_id id) { pinned_pools.end(id); }
   void release_pool(mempool_id id) {
-    for (void* p : pinned_pools.release(id)) (void)pinned_fn.host_free(p);
+    for (void* p : pinned_pools.release(id)) (void)fn.umem_torch_host_free(p);
   }
 };
 static_assert(std::is_same_v<mempool_id, pinned_graph_pools::pool_id>);
@@ -193,7 +181,7 @@ void set_host_allocator_of(A* a, long) {
 // allocator]); whether the allocator ATen's pinned memory now comes from is umem's.
 inline bool set_pinned_allocator() {
 #if UMEM_TORCH_HOST_ALLOCATOR
-  TORCH_CHECK(pinned_fn.host_malloc != nullptr, "umem: install() the library's functions first");
+  TORCH_CHECK(fn.umem_torch_host_malloc != nullptr, "umem: install() the library's functions first");
   set_host_allocator_of(&the_pinned_allocator, 0);
   return at::getHostAllocator(at::kCUDA) == &the_pinned_allocator;
 #else

@@ -35,21 +35,12 @@
 #include <cstring>
 #include <string>
 
+#include "library_functions.hpp"
 #include "umem/umem_torch.h"
 
 namespace {
 
-// libumem_torch.so's functions, from the Python package (install()); the types come from the
-// header, so a mismatch does not compile.
-struct umem_functions {
-#define UMEM_FN(name) decltype(&::name) name = nullptr;
-#define UMEM_FUNCTIONS(X)                                                \
-  X(umem_torch_host_malloc) X(umem_torch_host_free) X(umem_torch_owns) \
-  X(umem_torch_last_error)
-  UMEM_FUNCTIONS(UMEM_FN)
-#undef UMEM_FN
-};
-umem_functions fn;  // set once by install(), before the allocator is installed
+using umem_extension::fn;
 
 // Above DefaultCPUAllocator's 0; equal to another library's priority 1 still wins (SetAllocator
 // replaces at >=), so the last to ask is in force, and in_force() says whether umem is.
@@ -97,14 +88,7 @@ bool installed_ = false;
 // Takes libumem_torch.so's functions {name: address}; raises naming any function missing.
 void install(const pybind11::dict& functions) {
   TORCH_CHECK(!installed_, "umem: the CPU allocator extension is installed already");
-  auto take = [&](const char* name) -> std::uintptr_t {
-    TORCH_CHECK(functions.contains(name), "umem: libumem_torch.so function ", name,
-                " was not passed to the CPU allocator extension");
-    return functions[name].cast<std::uintptr_t>();
-  };
-#define UMEM_TAKE(name) fn.name = reinterpret_cast<decltype(fn.name)>(take(#name));
-  UMEM_FUNCTIONS(UMEM_TAKE)
-#undef UMEM_TAKE
+  umem_extension::take_library_functions(functions, "CPU allocator extension");
   installed_ = true;
 }
 

@@ -31,11 +31,11 @@
 //     torch.cuda.memory.change_current_allocator (enabling.py:184). at::detail::empty_generic
 //     (aten/src/ATen/EmptyTensor.cpp) makes the storage with that allocator's allocate(nbytes).
 //  2. Extension mode: that allocator is umem_cuda_allocator (this file), made by
-//     extension.make_allocator (enabling.py:179). Its allocate() (umem_cuda_allocator.cpp:183)
-//     calls umem_alloc(), which calls fn.umem_torch_extension_alloc (umem_cuda_allocator.cpp:576):
+//     extension.make_allocator (enabling.py:179). Its allocate() (umem_cuda_allocator.cpp:167)
+//     calls umem_alloc(), which calls fn.umem_torch_extension_alloc (umem_cuda_allocator.cpp:560):
 //     a pointer into libumem_torch.so that the Python package passed to install()
-//     (_extension.py:122) and UMEM_TAKE (umem_cuda_allocator.cpp:628) took, so that the library is
-//     loaded once. Pluggable mode: the allocator is PyTorch's CUDAPluggableAllocator
+//     (_extension.py:122) and take_library_functions (library_functions.hpp:39) took, so that the
+//     library is loaded once. Pluggable mode: the allocator is PyTorch's CUDAPluggableAllocator
 //     (torch/csrc/cuda/CUDAPluggableAllocator.cpp), whose allocate() calls the function
 //     torch.cuda.memory.CUDAPluggableAllocator looked up by name in the library,
 //     umem_torch_pluggable_malloc (enabling.py:182).
@@ -50,8 +50,8 @@
 //     else it resolves the device's placement and allocator::allocate_from (allocator.cpp:401)
 //     tries the pool of its NUMA node, caching_pool::try_allocate (caching_pool.cpp:236): a cached
 //     block, else a new segment; out of memory, the reclaim ladder.
-// On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:617), whose free()
-// calls fn.umem_torch_extension_release (umem_cuda_allocator.cpp:213) and so
+// On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:601), whose free()
+// calls fn.umem_torch_extension_release (umem_cuda_allocator.cpp:197) and so
 // umem_torch_extension_release (enabling.cpp:182); in pluggable mode CUDAPluggableAllocator's
 // raw_delete calls umem_torch_pluggable_free (enabling.cpp:155). Both call bridge::deallocate
 // (bridge.cpp:366): a block of the device's sole stream goes straight back to the allocator;
@@ -87,6 +87,7 @@
 #include <vector>
 
 #include "memory_history.hpp"
+#include "library_functions.hpp"
 #include "pinned_memory_allocator.hpp"
 #include "relaxed_capture.hpp"
 #include "torch_compat.hpp"
@@ -104,24 +105,7 @@ namespace ue = umem_extension;
 namespace cca = ue::cca;
 using pool_id = ue::mempool_id;
 
-// libumem_torch.so's functions, from the Python package (install()); the types come from the
-// header, so a mismatch does not compile.
-struct umem_functions {
-#define UMEM_FN(name) decltype(&::name) name = nullptr;
-#define UMEM_FUNCTIONS(X)                                                                     \
-  X(umem_torch_extension_alloc) X(umem_torch_extension_release) X(umem_torch_record_stream)  \
-  X(umem_torch_owns) X(umem_torch_segment_alloc) X(umem_torch_segment_free)                  \
-  X(umem_torch_set_external_reserved) X(umem_torch_capture_begin) X(umem_torch_capture_end)  \
-  X(umem_torch_get_device_stats) X(umem_torch_reset_peak_stats)                              \
-  X(umem_torch_reset_accumulated_stats) X(umem_torch_empty_cache)                            \
-  X(umem_torch_set_memory_fraction) X(umem_torch_get_memory_fraction)                        \
-  X(umem_torch_mem_get_info) X(umem_torch_visit_segments) X(umem_torch_set_event_provider)   \
-  X(umem_torch_host_malloc) X(umem_torch_host_free) X(umem_torch_host_record_use)            \
-  X(umem_torch_last_error)
-  UMEM_FUNCTIONS(UMEM_FN)
-#undef UMEM_FN
-};
-umem_functions fn;  // set once by install(), before the allocator exists
+using ue::fn;
 
 std::string umem_message() { return fn.umem_torch_last_error(); }
 
@@ -620,18 +604,7 @@ void delete_block(void* p) { the_allocator->free(p); }
 // naming any function missing from the table.
 void install(const pybind11::dict& functions) {
   TORCH_CHECK(the_allocator == nullptr, "umem: the allocator extension is installed already");
-  auto take = [&](const char* name) -> std::uintptr_t {
-    TORCH_CHECK(functions.contains(name), "umem: libumem_torch.so function ", name,
-                " was not passed to the allocator extension");
-    return functions[name].cast<std::uintptr_t>();
-  };
-#define UMEM_TAKE(name) fn.name = reinterpret_cast<decltype(fn.name)>(take(#name));
-  UMEM_FUNCTIONS(UMEM_TAKE)
-#undef UMEM_TAKE
-  ue::pinned_fn = {fn.umem_torch_host_malloc,      fn.umem_torch_host_free,
-                   fn.umem_torch_host_record_use,  fn.umem_torch_empty_cache,
-                   fn.umem_torch_get_device_stats, fn.umem_torch_reset_accumulated_stats,
-                   fn.umem_torch_reset_peak_stats, fn.umem_torch_last_error};
+  ue::take_library_functions(functions, "allocator extension");
 }
 
 // Umem's event provider in PyTorch's runtime; UMEM_ERR_ALREADY_INITIALIZED when umem's bridge
