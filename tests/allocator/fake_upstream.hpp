@@ -22,7 +22,7 @@ class fake_upstream final : public upstream_source {
  public:
   // Segments are aligned to `alignment` and their size rounded up to `granularity`.
   explicit fake_upstream(std::size_t capacity = 0, std::size_t granularity = 1,
-                         std::size_t alignment = 4096)
+                         std::size_t alignment = 65536)
       : capacity_(capacity), granularity_(granularity), alignment_(alignment) {}
   ~fake_upstream() override {
     for (const auto& [base, size] : live_) std::free(base);

@@ -24,6 +24,15 @@ std::uintptr_t address_of(const void* p) { return reinterpret_cast<std::uintptr_
 
 const void* pointer_of(std::uintptr_t a) { return reinterpret_cast<const void*>(a); }
 
+// Note [Slab segments]: slabs need thread caches, the pool's 256-byte alignment (an object's
+// granule), small objects in the small class, and slab segments made of whole slabs.
+std::size_t slab_max_for(const pool_config& c) {
+  const bool possible = c.thread_cache_bytes != 0 && c.alignment == 256 &&
+                        c.small_max >= thread_cache::slab_max &&
+                        c.small_segment_size % slab::bytes == 0;
+  return possible ? thread_cache::slab_max : 0;
+}
+
 const pool_config& validated(const pool_config& c) {
   auto bad = [](const std::string& what) {
     throw_error(errc::invalid_argument, "caching_pool: invalid pool_config: " + what);
@@ -66,11 +75,12 @@ caching_pool::caching_pool(upstream_source& upstream, node_binding binding, cohe
       global_(global),
       small_(config_.alignment),
       large_(small_grow_max() + config_.alignment),  // Note [Medium blocks]
+      slab_max_(slab_max_for(config_)),
+      slab_chunks_(slab::bytes),
       threads_(std::make_unique<thread_cache_registry>(
           config_.thread_cache_bytes, config_.small_max,
-          [this](std::vector<block*>& blocks) {
-            std::lock_guard lock(mutex_);
-            for (block* b : blocks) release_cached(b);
+          [this](thread_cache& cache, std::vector<block*>& blocks, bool exiting) {
+            return take_back(cache, blocks, exiting);
           })),
       cache_serial_(threads_->serial()) {}
 
@@ -79,6 +89,9 @@ caching_pool::~caching_pool() {
   std::size_t held = 0;
   live_.for_each([&](std::uintptr_t, const live_block& l) {
     held += ticket::state_of(l.b->ticket.load(std::memory_order_relaxed)) == ticket::live;
+  });
+  slabs_by_granule_.for_each([&](std::uintptr_t, slab* const& sl) {
+    for (const auto& st : sl->state) held += st.load(std::memory_order_relaxed) == slab::live;
   });
   if (held != 0)
     log().warn("umem pool {}: destroyed with {} blocks still allocated; their memory is returned "
@@ -239,6 +252,14 @@ attempt_result caching_pool::try_allocate(std::size_t bytes, std::size_t headroo
     if (void* p = allocate_cached(bytes)) return {p, {}};
   const sizing z = size_request(bytes, own_segment);
   if (own_segment) return try_own_segment(bytes, z, headroom);
+  if (z.rounded <= slab_max_)
+    if (thread_cache* mine = my_cache()) {
+      std::string why;
+      if (void* p = allocate_object(*mine, z.rounded, bytes, headroom, why)) return {p, {}};
+      if (!why.empty()) return {nullptr, std::move(why)};
+      // No slab here: the bins serve, as they do for larger blocks.
+      if (void* p = mine->take(z.rounded, bytes)) return {p, {}};
+    }
   // Note [Thread cache]: a big request the thread's bins could not serve gives their big blocks
   // back, so that this request (and the pool's merging) can use them.
   std::array<block*, thread_cache::big_bins> returned;
@@ -366,12 +387,13 @@ block* caching_pool::new_segment_block(std::size_t block_bytes, std::size_t segm
 }
 
 // Makes `seg` from the upstream this pool's, as one free block; gives it back on failure.
-block* caching_pool::add_segment(const segment& seg, size_class c) {
+block* caching_pool::add_segment(const segment& seg, size_class c, bool slabs) {
   const std::uintptr_t base = address_of(seg.base);
-  free_list& list = list_of(c);
+  free_list& list = slabs ? slab_chunks_ : list_of(c);
   block* first = nullptr;
   try {
-    const auto [it, inserted] = segments_.emplace(base, segment_record{seg, nullptr, c, {}});
+    const auto [it, inserted] =
+        segments_.emplace(base, segment_record{seg, nullptr, c, slabs, {}});
     if (!inserted)
       throw_error(errc::internal, "umem pool " + describe() + ": the upstream (" +
                                       upstream_.describe() +
@@ -498,8 +520,10 @@ void caching_pool::deallocate(void* p) {
   if (!p || deallocate_cached(p)) return;
   std::lock_guard lock(mutex_);
   const live_block* live = live_.find(address_of(p));
-  if (!live) fail_bad_free(p);
-  release_live(*live);
+  if (live) return release_live(*live);
+  slab* sl = slab_at(address_of(p));
+  if (!sl) fail_bad_free(p);
+  free_object(sl, address_of(p));
 }
 
 bool caching_pool::deallocate_if_owned(void* p) {
@@ -507,6 +531,10 @@ bool caching_pool::deallocate_if_owned(void* p) {
   std::lock_guard lock(mutex_);
   if (const live_block* live = live_.find(address_of(p))) {
     release_live(*live);
+    return true;
+  }
+  if (slab* sl = slab_at(address_of(p))) {
+    free_object(sl, address_of(p));
     return true;
   }
   const std::uintptr_t a = address_of(p);
@@ -545,14 +573,25 @@ void caching_pool::release_cached(block* b) {
   return_to_list(live);
 }
 
-std::size_t caching_pool::flush_thread_caches() {
-  std::vector<block*> blocks = threads_->steal_all();
+std::size_t caching_pool::flush_thread_caches() { return threads_->steal_all(); }
+
+std::size_t caching_pool::take_back(thread_cache& cache, std::vector<block*>& blocks,
+                                    bool exiting) {
   std::size_t bytes = 0;
   std::lock_guard lock(mutex_);
   for (block* b : blocks) {
     bytes += b->size;
     release_cached(b);
   }
+  if (slab_max_ == 0) return bytes;
+  std::vector<slab*> released, orphaned;
+  cache.steal_slabs(released, exiting ? &orphaned : nullptr);
+  for (slab* sl : released) {
+    bytes += slab::bytes;
+    release_slab(sl);
+  }
+  // Their objects are freed here from now on (free_object), and the last one releases the slab.
+  for (slab* sl : orphaned) sl->owner.store(nullptr, std::memory_order_relaxed);
   return bytes;
 }
 
@@ -685,6 +724,13 @@ bool caching_pool::owns(const void* p) const {
 std::size_t caching_pool::block_size(const void* p) const {
   std::lock_guard lock(mutex_);
   const live_block* live = live_.find(address_of(p));
+  if (!live)
+    if (const slab* sl = slab_at(address_of(p))) {
+      const int g = sl->object_at(address_of(p));
+      if (g >= 0 && sl->state[static_cast<std::size_t>(g)].load(std::memory_order_acquire) ==
+                        slab::live)
+        return sl->object_size;
+    }
   if (!live || ticket::state_of(live->b->ticket.load(
                                std::memory_order_acquire)) != ticket::live) {
     std::ostringstream s;
@@ -705,10 +751,14 @@ std::size_t caching_pool::trim() {
 }
 
 std::size_t caching_pool::release_free_segments(std::size_t keep_cached) {
-  if (small_.free_segment_count() == 0 && large_.free_segment_count() == 0) return 0;
+  if (small_.free_segment_count() == 0 && large_.free_segment_count() == 0 &&
+      slab_chunks_.free_segment_count() == 0)
+    return 0;
   std::vector<std::pair<block*, size_class>> candidates;
   for (size_class c : {size_class::small_pool, size_class::large_pool})
     for (block* b : list_of(c).free_segments()) candidates.emplace_back(b, c);
+  for (block* b : slab_chunks_.free_segments())
+    candidates.emplace_back(b, size_class::small_pool);
   // Largest first: the fewest upstream calls to get under keep_cached.
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const auto& x, const auto& y) { return x.first->size > y.first->size; });
@@ -729,7 +779,7 @@ std::size_t caching_pool::release_segment(block* first, size_class c) {
   const segment seg = it->second.seg;
   const std::size_t given_back =
       it->second.decommitted.covered(address_of(seg.base), address_of(seg.base) + seg.size);
-  list_of(c).remove_segment(first);
+  list_of(it->second).remove_segment(first);
   segments_.erase(it);
   if (address_of(seg.base) == growable_) growable_ = 0;
   upstream_.deallocate(seg);
@@ -762,6 +812,21 @@ pool_stats caching_pool::stats() const {
     fold(metric::requested_bytes, tc.alloc_requested, tc.free_requested,
          returns_.requested[k] - returns_.requested_adjust[k]);
   }
+  // Note [Slab segments]: slabs out of callers' totals, objects freed here into them.
+  auto slab_fold = [&](metric m, std::int64_t handed_out, std::int64_t given_back,
+                       std::int64_t remote) {
+    for (size_class c : {size_class::small_pool, size_class::all}) {
+      stat& g = s(m, c);
+      g.allocated -= handed_out;
+      g.freed += remote - given_back;
+    }
+  };
+  slab_fold(metric::allocated_bytes, slabs_handed_out_.bytes, slabs_given_back_.bytes,
+            remote_frees_.bytes);
+  slab_fold(metric::allocation, slabs_handed_out_.count, slabs_given_back_.count,
+            remote_frees_.count);
+  slab_fold(metric::requested_bytes, slabs_handed_out_.requested, slabs_given_back_.requested,
+            remote_frees_.requested);
   for (metric m : {metric::allocated_bytes, metric::allocation, metric::requested_bytes})
     for (size_class c : {size_class::all, size_class::small_pool, size_class::large_pool}) {
       stat& g = s(m, c);
@@ -785,6 +850,20 @@ pool_snapshot caching_pool::snapshot() const {
     s.huge_pages = rec.seg.huge_pages;
     s.pool = rec.pool;
     for (const block* b = rec.first; b; b = b->next) {
+      if (const slab* sl = rec.slabs && b->allocated ? slab_at(b->address) : nullptr) {
+        // Each object; the free ones wait in their thread's slab, as cached blocks wait in bins.
+        for (std::uint32_t i = 0; i < sl->objects; ++i) {
+          const std::uint32_t g = i * (sl->object_size >> slab::granule_shift);
+          const bool live = sl->state[g].load(std::memory_order_acquire) == slab::live;
+          s.blocks.push_back({sl->address_of(g) - base, sl->object_size,
+                              live ? sl->requested[g] : 0, live, !live});
+        }
+        // What no object fills (768-byte objects leave 256 bytes) stays with the slab too.
+        if (const std::size_t used = std::size_t{sl->objects} * sl->object_size;
+            used != slab::bytes)
+          s.blocks.push_back({sl->base + used - base, slab::bytes - used, 0, false, true});
+        continue;
+      }
       const bool cached = b->allocated && ticket::state_of(b->ticket.load(
                                               std::memory_order_acquire)) == ticket::cached;
       const bool in_use = b->allocated && !cached;
@@ -811,6 +890,114 @@ void caching_pool::attach_global(global_peak_tracker& global) {
                 "umem pool " + describe() + ": attach_global: it already reports to a tracker");
   global.absorb(stats_);
   global_ = &global;
+}
+
+void* caching_pool::allocate_object(thread_cache& mine, std::size_t rounded, std::size_t bytes,
+                                    std::size_t headroom, std::string& why) {
+  const std::size_t k = thread_cache::slab_class_of(rounded);
+  if (mine.refill(k)) return mine.take_object(rounded, bytes);
+  std::lock_guard lock(mutex_);
+  const headroom_scope bound(*this, headroom);
+  slab* sl = new_slab(k, mine, why);
+  if (!sl) return nullptr;
+  if (!mine.adopt(sl)) {  // a steal is pending: the request takes a block
+    release_slab(sl);
+    return nullptr;
+  }
+  return mine.take_object(rounded, bytes);
+}
+
+slab* caching_pool::new_slab(std::size_t k, thread_cache& owner, std::string& why) {
+  if (slab_segments_fail_) return nullptr;
+  // What may throw std::bad_alloc comes before any memory is taken, or undoes it: a record (with
+  // room for it among the spares, so that release_slab never allocates), then the map entry.
+  if (spare_slab_records_.empty()) {
+    spare_slab_records_.reserve(slab_records_.size() + 1);
+    spare_slab_records_.push_back(&slab_records_.emplace_back());
+  }
+  block* chunk = slab_chunks_.best_fit(slab::bytes);
+  if (chunk) {
+    slab_chunks_.take(chunk, slab::bytes);
+  } else {
+    const std::optional<segment> got = obtain_segment(config_.small_segment_size, false, why);
+    if (!got) return nullptr;
+    if (address_of(got->base) % slab::bytes != 0) {
+      log().warn("umem pool {}: the upstream ({}) returned a segment at {}, not aligned to {} "
+                 "bytes: small requests take blocks, not slabs",
+                 describe(), upstream_.describe(), got->base, slab::bytes);
+      slab_segments_fail_ = true;
+      upstream_.deallocate(*got);
+      ++stats_[counter::upstream_frees];
+      return nullptr;
+    }
+    chunk = slab_chunks_.take(add_segment(*got, size_class::small_pool, true), slab::bytes);
+  }
+  slab* sl = spare_slab_records_.back();
+  try {
+    slabs_by_granule_.insert(slab::granule_of(chunk->address), sl);
+  } catch (...) {
+    slab_chunks_.release(chunk);
+    throw;
+  }
+  spare_slab_records_.pop_back();
+  sl->reset(chunk->address, static_cast<std::uint32_t>((k + 1) * 256),
+            static_cast<std::uint32_t>(k));
+  sl->chunk = chunk;
+  sl->owner.store(&owner, std::memory_order_relaxed);
+  const std::int64_t objects = sl->objects;
+  add_to_stats(metric::allocated_bytes, size_class::small_pool, signed_size(slab::bytes));
+  add_to_stats(metric::requested_bytes, size_class::small_pool, signed_size(slab::bytes));
+  add_to_stats(metric::allocation, size_class::small_pool, objects);
+  slabs_handed_out_.bytes += signed_size(slab::bytes);
+  slabs_handed_out_.count += objects;
+  slabs_handed_out_.requested += signed_size(slab::bytes);
+  return sl;
+}
+
+void caching_pool::release_slab(slab* sl) {
+  const std::int64_t objects = sl->objects;
+  sl->owner.store(nullptr, std::memory_order_relaxed);
+  slabs_by_granule_.erase(slab::granule_of(sl->base));
+  slab_chunks_.release(sl->chunk);
+  sl->chunk = nullptr;
+  spare_slab_records_.push_back(sl);
+  add_to_stats(metric::allocated_bytes, size_class::small_pool, -signed_size(slab::bytes));
+  add_to_stats(metric::requested_bytes, size_class::small_pool, -signed_size(slab::bytes));
+  add_to_stats(metric::allocation, size_class::small_pool, -objects);
+  slabs_given_back_.bytes += signed_size(slab::bytes);
+  slabs_given_back_.count += objects;
+  slabs_given_back_.requested += signed_size(slab::bytes);
+  release_segments_over_cache_cap();
+}
+
+slab* caching_pool::slab_at(std::uintptr_t address) const {
+  slab* const* found = slabs_by_granule_.find(slab::granule_of(address));
+  return found ? *found : nullptr;
+}
+
+void caching_pool::free_object(slab* sl, std::uintptr_t address) {
+  const int g = sl->object_at(address);
+  if (g < 0) {
+    std::ostringstream s;
+    s << "umem pool " << describe() << ": deallocate(" << pointer_of(address)
+      << "): not the start of an allocation: it lies inside an object of "
+      << sl->object_size << " bytes; pass exactly the pointer allocate() returned";
+    throw_error(errc::invalid_argument, s.str());
+  }
+  const auto at = static_cast<std::size_t>(g);
+  std::uint8_t expected = slab::live;
+  if (!sl->state[at].compare_exchange_strong(expected, slab::free, std::memory_order_acq_rel))
+    fail_cached_free(pointer_of(address));
+  remote_frees_.bytes += sl->object_size;
+  remote_frees_.count += 1;
+  remote_frees_.requested += sl->requested[at];
+  if (thread_cache* owner = sl->owner.load(std::memory_order_relaxed)) {
+    sl->push_remote(address);
+    owner->queue_remote(sl);
+    return;
+  }
+  sl->free_objects[sl->free_count++] = static_cast<std::uint8_t>(at);
+  if (sl->free_count == sl->objects) release_slab(sl);
 }
 
 void caching_pool::count_spill() {

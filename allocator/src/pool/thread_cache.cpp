@@ -1,5 +1,6 @@
 #include "umem/allocator/detail/pool/thread_cache.hpp"
 
+#include <new>
 #include <thread>
 
 namespace umem::alloc {
@@ -52,7 +53,6 @@ void thread_cache::steal(std::vector<block*>& out) {
     take(bn.top);  // the whole bin: the owner reads a null top as "all gone"
     for (std::atomic<block*>& slot : bn.slots) take(slot);
   }
-  steal_pending_.store(false, std::memory_order_release);
 }
 
 std::size_t thread_cache::return_big(std::span<block*, big_bins> out) {
@@ -77,6 +77,86 @@ std::size_t thread_cache::return_big(std::span<block*, big_bins> out) {
   return n;
 }
 
+
+bool thread_cache::refill(std::size_t k) {
+  const owner_section section(*this);
+  if (!section.ok()) return false;
+  take_queued();
+  if (slab* a = active_[k]; a != nullptr && (a->free_count != 0 || a->collect_remote() != 0))
+    return true;
+  while (slab* s = partial_[k]) {
+    partial_[k] = s->next_partial;
+    s->in_partial = false;
+    s->collect_remote();
+    if (s->free_count != 0) {
+      active_[k] = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool thread_cache::adopt(slab* s) {
+  const owner_section section(*this);
+  if (!section.ok()) return false;
+  try {
+    slabs_.push_back(s);
+  } catch (const std::bad_alloc&) {
+    return false;  // the caller gives the slab back
+  }
+  active_[s->size_class] = s;  // the one it replaces has no free object (refill said so)
+  slab_entry& e = slab_table_[slab::granule_of(s->base) % slab_table_entries];
+  e.granule.store(slab::granule_of(s->base), std::memory_order_relaxed);
+  e.s.store(s, std::memory_order_relaxed);
+  return true;
+}
+
+void thread_cache::queue_remote(slab* s) {
+  if (s->queued.exchange(true, std::memory_order_relaxed)) return;
+  slab* head = queued_.load(std::memory_order_relaxed);
+  do {
+    s->next_queued = head;
+  } while (!queued_.compare_exchange_weak(head, s, std::memory_order_release,
+                                          std::memory_order_relaxed));
+}
+
+void thread_cache::take_queued() {
+  for (slab* s = queued_.exchange(nullptr, std::memory_order_acquire); s != nullptr;) {
+    slab* next = s->next_queued;
+    s->queued.store(false, std::memory_order_relaxed);
+    if (s->collect_remote() != 0 && !s->in_partial && s != active_[s->size_class] &&
+        s->free_count != 0)
+      list_partial(s);
+    s = next;
+  }
+}
+
+void thread_cache::steal_slabs(std::vector<slab*>& released, std::vector<slab*>* orphaned) {
+  take_queued();
+  partial_.fill(nullptr);
+  std::vector<slab*> kept;
+  for (slab* s : slabs_) {
+    s->collect_remote();
+    s->in_partial = false;
+    if (s->free_count == s->objects) {
+      released.push_back(s);
+    } else if (orphaned != nullptr) {
+      orphaned->push_back(s);
+    } else {
+      kept.push_back(s);
+      if (s->free_count != 0 && s != active_[s->size_class]) list_partial(s);
+      continue;
+    }
+    if (active_[s->size_class] == s) active_[s->size_class] = nullptr;
+    slab_entry& e = slab_table_[slab::granule_of(s->base) % slab_table_entries];
+    if (e.s.load(std::memory_order_relaxed) == s) {
+      e.granule.store(0, std::memory_order_relaxed);
+      e.s.store(nullptr, std::memory_order_relaxed);
+    }
+  }
+  slabs_ = std::move(kept);
+}
+
 thread_cache_totals thread_cache::totals() const {
   thread_cache_totals t;
   for (std::size_t c = 0; c < 2; ++c) {
@@ -93,6 +173,21 @@ thread_cache_totals thread_cache::totals() const {
     o.held_count = o.free_count - o.alloc_count - stolen_[c].count.load(relaxed) -
                    returned_[c].count.load(relaxed);
     t.hits += o.alloc_count;
+  }
+  // Slab objects (Note [Slabs]) are small; their bins' held figures do not apply.
+  thread_cache_totals::per_class& small = t.classes[0];
+  for (std::size_t k = 0; k < slab_classes; ++k) {
+    const slab_counters& c = slab_counters_[k];
+    const std::int64_t size = static_cast<std::int64_t>((k + 1) * 256);
+    const std::int64_t allocs = c.alloc_count.load(relaxed);
+    const std::int64_t frees = c.free_count.load(relaxed);
+    small.alloc_bytes += allocs * size;
+    small.alloc_count += allocs;
+    small.alloc_requested += c.alloc_requested.load(relaxed);
+    small.free_bytes += frees * size;
+    small.free_count += frees;
+    small.free_requested += c.free_requested.load(relaxed);
+    t.hits += allocs;
   }
   return t;
 }

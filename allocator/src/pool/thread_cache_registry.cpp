@@ -52,7 +52,7 @@ struct thread_cache_owner {
       std::vector<block*> blocks;
       oc->cache->request_steal();  // this thread is not in a bin operation: no fence needed
       oc->cache->steal(blocks);
-      if (!blocks.empty()) r->give_back_(blocks);
+      r->give_back_(*oc->cache, blocks, true);
       r->retired_ += oc->cache->totals();
       std::erase(r->caches_, oc.get());
     }
@@ -115,14 +115,20 @@ thread_cache* thread_cache_registry::find_or_create(bool create) {
   return c;
 }
 
-std::vector<block*> thread_cache_registry::steal_all() {
-  std::vector<block*> out;
+std::size_t thread_cache_registry::steal_all() {
   std::lock_guard lock(registry_mutex());
-  if (caches_.empty()) return out;
+  if (caches_.empty()) return 0;
   for (owned* oc : caches_) oc->cache->request_steal();
   asymmetric_fence_heavy();
-  for (owned* oc : caches_) oc->cache->steal(out);
-  return out;
+  std::size_t bytes = 0;
+  std::vector<block*> blocks;
+  for (owned* oc : caches_) {
+    blocks.clear();
+    oc->cache->steal(blocks);
+    bytes += give_back_(*oc->cache, blocks, false);
+    oc->cache->end_steal();
+  }
+  return bytes;
 }
 
 thread_cache_totals thread_cache_registry::totals() const {

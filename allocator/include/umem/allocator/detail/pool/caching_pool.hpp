@@ -84,6 +84,18 @@
 // statistics (Note [Statistics with thread caches]). trim(), an allocation that runs out of
 // memory, and a thread's exit return thread-cached blocks to the pool first.
 //
+// Note [Slab segments]
+// The thread caches' small objects (Note [Slabs] in thread_cache.hpp) live in slabs of 64 KiB,
+// carved from segments of small_segment_size that hold slabs only, so that each slab is aligned
+// to its size (the host source aligns segments to 2 MiB) and a freed pointer's slab is found
+// from its address alone. They count as small-pool segments. A slab handed to a thread counts in
+// the pool's own figures as allocated (its bytes, its objects, its bytes as requested), for
+// peaks, and is taken back out of callers' totals, where its objects count one by one: by their
+// thread, or here for objects freed on another thread, which this pool's lock puts on the
+// slab's remote stack. A slab whose thread exited stays here until its last object is freed. An
+// upstream whose segments are not aligned to 64 KiB gets blocks for small requests, as without
+// slabs.
+
 // Note [Own segments]
 // allocate_segment() serves callers that cache memory themselves and count what they hold as
 // reserved, as if it came from cudaMalloc: PyTorch's private pools (CUDA graphs, MemPool) under
@@ -106,9 +118,10 @@
 // Note [Statistics with thread caches]
 // current, allocated and freed of allocated_bytes, requested_bytes and allocation are exact:
 // what callers allocated and freed, whichever path served them. A peak is the highest value of
-// the pool's own count, in which blocks waiting in thread caches still count as allocated: it
-// may exceed the true peak by at most what the threads' caches held at that moment (bounded by
-// thread_cache_bytes per thread). Set thread_cache_bytes = 0 for exact peaks.
+// the pool's own count, in which blocks waiting in thread caches and the free objects of slabs
+// threads hold (Note [Slab segments]) still count as allocated: it may exceed the true peak by at
+// most what the threads' caches held at that moment (bounded by thread_cache_bytes per thread,
+// plus the free part of each thread's slabs). Set thread_cache_bytes = 0 for exact peaks.
 //
 // Thread safety: every member function may be called from any thread. One mutex per pool guards
 // all of its state, including the upstream calls made for it (upstream_source is thread-safe);
@@ -120,6 +133,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -131,6 +145,7 @@
 #include "umem/allocator/detail/pool/free_list.hpp"
 #include "umem/allocator/detail/pool/interval_set.hpp"
 #include "umem/allocator/detail/pool/reclaim_ladder.hpp"
+#include "umem/allocator/detail/pool/slab.hpp"
 #include "umem/allocator/fork_safety.hpp"
 #include "umem/allocator/placement.hpp"
 #include "umem/allocator/pool_stats.hpp"
@@ -217,7 +232,7 @@ class caching_pool {
     if (rounded - 1 >= thread_cache::largest_cached) return nullptr;
     thread_cache* mine = lookup == cache_lookup::any ? my_cache() : last_used_cache();
     if (mine == nullptr) return nullptr;
-    return mine->take(rounded, bytes);
+    return rounded <= slab_max_ ? mine->take_object(rounded, bytes) : mine->take(rounded, bytes);
   }
   // True when `p` went into the calling thread's cache; false: deallocate() decides.
   template <cache_lookup lookup = cache_lookup::any>
@@ -262,6 +277,7 @@ class caching_pool {
     segment seg;
     block* first = nullptr;  // the block at seg.base (lives as long as the segment)
     size_class pool = size_class::large_pool;
+    bool slabs = false;  // a slab segment (Note [Slab segments]); its pool is small
     // Granules whose pages were given back (Note [Decommitted pages]), all inside free blocks.
     interval_set decommitted;
     bool keeps_pages = false;  // the upstream refused to decommit here: never asked again
@@ -297,6 +313,21 @@ class caching_pool {
   };
 
   free_list& list_of(size_class c) { return c == size_class::small_pool ? small_ : large_; }
+  free_list& list_of(const segment_record& r) { return r.slabs ? slab_chunks_ : list_of(r.pool); }
+  // Note [Slab segments]. Objects of what allocate_cached() serves from slabs, past its miss.
+  void* allocate_object(thread_cache& mine, std::size_t rounded, std::size_t bytes,
+                        std::size_t headroom, std::string& why);
+  // A slab of `size_class` for `owner`, or null (out of memory: `why`; or slab segments are not
+  // possible here). mutex_ held.
+  slab* new_slab(std::size_t size_class, thread_cache& owner, std::string& why);
+  // Every slab is the pool's again (empty) or has no owner. mutex_ held.
+  void release_slab(slab* s);
+  // A caller's free of an object of `s` on the locked path. mutex_ held.
+  void free_object(slab* s, std::uintptr_t address);
+  // The live slab holding `address`, or null. mutex_ held.
+  slab* slab_at(std::uintptr_t address) const;
+  // The registry's give_back: `cache`'s stolen blocks and slabs back to this pool.
+  std::size_t take_back(thread_cache& cache, std::vector<block*>& blocks, bool exiting);
   std::size_t small_grow_max() const {
     return config_.small_grow_max == 0 ? config_.small_max : config_.small_grow_max;
   }
@@ -320,7 +351,8 @@ class caching_pool {
   // These three: null (nullopt) when out of memory, with `why`.
   block* new_segment_block(std::size_t block_bytes, std::size_t segment_bytes, size_class c,
                            std::string& why);
-  block* add_segment(const segment& seg, size_class c);
+  // `slabs`: a slab segment (Note [Slab segments]).
+  block* add_segment(const segment& seg, size_class c, bool slabs = false);
   void insert_live(block* b, const live_block& lb);
   // Gives `b` (already in live_) its requested size and a live ticket, and counts it.
   ticketed_block mark_live(block* b, size_class c, std::size_t bytes);
@@ -382,6 +414,18 @@ class caching_pool {
   live_map live_;  // allocated blocks by address
   pool_stats stats_;
   cache_returns returns_;
+  // Note [Slab segments]. slab_max_: requests up to this are slab objects (0: none).
+  struct slab_figures {
+    std::int64_t bytes = 0, count = 0, requested = 0;
+  };
+  const std::size_t slab_max_;
+  bool slab_segments_fail_ = false;  // the upstream's segments are not aligned to a slab
+  free_list slab_chunks_;
+  umem::detail::address_map<slab*> slabs_by_granule_;
+  std::deque<slab> slab_records_;
+  std::vector<slab*> spare_slab_records_;
+  slab_figures slabs_handed_out_, slabs_given_back_;  // in the pool's own figures
+  slab_figures remote_frees_;                          // objects freed through this lock
   // Declared last, reset first in the destructor: a thread that exits while the pool is being
   // destroyed must not give blocks back into it (Note [Thread cache lifetime]).
   std::unique_ptr<thread_cache_registry> threads_;

@@ -47,6 +47,27 @@
 // ticket); a table entry keeps the block's size and bin (put() needs no load from the block but
 // its ticket). Before, take() read the count, then the slot, then the block's size and address
 // (docs/log/2026-12-04-before-fast-path.md: what that cost at 64 KiB).
+//
+// Note [Slabs]
+// Requests of at most slab_max bytes are objects of slabs (slab.hpp), not blocks: a block costs a
+// record, a table entry on every allocation and a pool lock on every miss, and at 256 bytes that
+// was most of an allocate() and deallocate() (docs/log/2026-12-06-small-size-slab-estimate.md).
+// A thread owns the slabs it took from the pool; per size class one is active (allocations pop
+// its stack of free objects) and a table keyed by the 64 KiB granule finds the owned slab of a
+// freed pointer. What stays as with blocks:
+// - Double frees: each object has a state; a free of an object that is not live takes the
+//   pool's path, which reports it. Frees on other threads go through the pool's lock to the
+//   slab's remote stack, which the owner takes over when its active slab runs out.
+// - Statistics: each object is one allocation of the small class, counted by the thread
+//   (single-writer counters, one count and one requested sum per class and direction: the
+//   bytes follow from the class) or by the pool for frees on other threads. The pool counts a
+//   slab it hands out as allocated in its own figures (for peaks, as a cached block) and takes
+//   that back out of callers' totals (Note [Statistics with thread caches]).
+// - trim(), out-of-memory retries and reset_peak_stats() take every slab whose objects are all
+//   free (steal()); a thread's exit gives those back and leaves the others to the pool, which
+//   frees their objects under its lock and releases each slab when its last object is freed.
+// Not bounded by capacity_bytes: a thread keeps the slabs its own peak of small objects needed
+// until trim(), an out-of-memory retry, reset_peak_stats() or its exit takes the fully free ones.
 #pragma once
 
 #include <array>
@@ -59,6 +80,7 @@
 
 #include "umem/allocator/detail/pool/asymmetric_fence.hpp"
 #include "umem/allocator/detail/pool/free_list.hpp"
+#include "umem/allocator/detail/pool/slab.hpp"
 #include "umem/allocator/pool_stats.hpp"
 
 namespace umem::alloc {
@@ -112,11 +134,37 @@ class thread_cache {
   // pool to take back (Note [Thread cache]); how many. None when a steal is pending.
   std::size_t return_big(std::span<block*, big_bins> out);
 
+  // Slabs (Note [Slabs]): requests of at most slab_max bytes.
+  static constexpr std::size_t slab_max = 1024;
+  static constexpr std::size_t slab_classes = slab_max / 256;
+  static constexpr std::size_t slab_class_of(std::size_t rounded) { return (rounded >> 8) - 1; }
+  // --- Owner thread only. ---
+  // An object of `rounded` (<= slab_max) bytes from the class's active slab, now live for
+  // `request`, or nullptr (none active, it is empty, or a steal is pending). Inline, always.
+  void* take_object(std::size_t rounded, std::size_t request);
+  // The slow path of take_object: makes a slab of the class with free objects active (the active
+  // one after taking over its remote frees, else another this thread owns); false when none has
+  // a free object or a steal is pending.
+  bool refill(std::size_t size_class);
+  // Takes `s`, a new slab from the pool (its owner already this cache), as the active slab of its
+  // class; false when a steal is pending or there is no memory to list it (the caller gives it
+  // back).
+  bool adopt(slab* s);
+  // --- Any thread holding the pool's lock: `s`, owned by this cache, got its first object freed
+  // by another thread since the owner last looked (slab::push_remote). ---
+  void queue_remote(slab* s);
+
   // --- Any thread holding the registry lock. ---
-  // A steal in two steps: request_steal() on the caches, asymmetric_fence_heavy() once, then
-  // steal() moves every cached block to `out` (their tickets still say cached).
+  // A steal in steps: request_steal() on the caches, asymmetric_fence_heavy() once, then steal()
+  // waits until the owner is outside its section and moves every cached block to `out` (their
+  // tickets still say cached); steal_slabs() may follow; end_steal() lets the owner go on.
   void request_steal() { steal_pending_.store(true, std::memory_order_relaxed); }
   void steal(std::vector<block*>& out);
+  void end_steal() { steal_pending_.store(false, std::memory_order_release); }
+  // The slabs' part of a steal, between request_steal() and steal(), with the pool's lock held:
+  // every owned slab whose objects are all free moves to `released`; with `orphaned` (the
+  // owner's exit) every other one moves there.
+  void steal_slabs(std::vector<slab*>& released, std::vector<slab*>* orphaned);
   thread_cache_totals totals() const;
 
  private:
@@ -204,7 +252,45 @@ class thread_cache {
     a.store(a.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
   }
 
+  // Per slab class and direction: the bytes are the count times the class's size.
+  struct slab_counters {
+    std::atomic<std::int64_t> alloc_count{0}, alloc_requested{0};
+    std::atomic<std::int64_t> free_count{0}, free_requested{0};
+  };
+  // An owned slab by its 64 KiB granule (slab::granule_of); granule 0: empty. Direct-mapped: a
+  // slab that loses its entry to another is still owned, and its objects' frees take the pool's
+  // path (the remote stack). A stealer clears the entries of the slabs it takes, so the owner
+  // reads the granule once before its section (is it a slab's?) and again inside it. Relaxed
+  // atomics: those reads cost a plain load.
+  struct slab_entry {
+    std::atomic<std::uintptr_t> granule{0};
+    std::atomic<slab*> s{nullptr};
+  };
+  static constexpr std::size_t slab_table_entries = 256;
+  // Owner's side of a free of an object of an owned slab; false when `address` is none, or not
+  // live (the pool's path says what it is). Inside an owner section.
+  bool put_object(std::uintptr_t address, const slab_entry& e);
+  // put() and take() past the slab path, out of line: on a slab hit the front end then needs no
+  // register of theirs (no saves and restores).
+  bool put_block(std::uintptr_t address);
+  void list_partial(slab* s) {
+    s->in_partial = true;
+    s->next_partial = partial_[s->size_class];
+    partial_[s->size_class] = s;
+  }
+  // Moves the slabs other threads freed objects into onto their partial lists.
+  void take_queued();
+
   const std::size_t small_max_;
+  // The owner's: the slab each class allocates from, the other owned slabs with free objects,
+  // the table that finds an owned slab by address, and every owned slab. A stealer changes them
+  // only while the owner is outside its section (Note [Thread cache]).
+  std::array<slab*, slab_classes> active_{};
+  std::array<slab*, slab_classes> partial_{};
+  std::array<slab_entry, slab_table_entries> slab_table_{};
+  std::vector<slab*> slabs_;
+  std::atomic<slab*> queued_{nullptr};  // slabs with objects freed by other threads
+  std::array<slab_counters, slab_classes> slab_counters_{};
   std::array<bin, bin_count> bins_;  // in the object: one dependent load less on the fast path
   std::array<entry, table_entries> table_{};
   std::array<counters, 2> counters_{};
@@ -274,8 +360,60 @@ inline void thread_cache::remember(block* b, std::uint64_t t) {
                                       static_cast<std::uint32_t>(bin_of(size))};
 }
 
+[[gnu::always_inline]] inline void* thread_cache::take_object(std::size_t rounded,
+                                                               std::size_t request) {
+  const std::size_t k = slab_class_of(rounded);
+  const owner_section section(*this);
+  if (!section.ok()) return nullptr;
+  slab* s = active_[k];
+  if (s == nullptr) return nullptr;
+  const std::uint32_t n = s->free_count;
+  if (n == 0) return nullptr;
+  const std::uint32_t g = s->free_objects[n - 1];
+  s->free_count = n - 1;
+  s->state[g].store(slab::live, std::memory_order_relaxed);
+  s->requested[g] = static_cast<std::uint32_t>(request);
+  slab_counters& c = slab_counters_[k];
+  bump(c.alloc_count, 1);
+  bump(c.alloc_requested, static_cast<std::int64_t>(request));
+  const std::uintptr_t address = s->address_of(g);
+  if (address == 0) __builtin_unreachable();  // as take()'s
+  return reinterpret_cast<void*>(address);
+}
+
+[[gnu::always_inline]] inline bool thread_cache::put_object(std::uintptr_t address,
+                                                             const slab_entry& e) {
+  const owner_section section(*this);
+  if (!section.ok()) return false;
+  // Again inside the section: a stealer may have taken the slab since the first look.
+  if (e.granule.load(std::memory_order_relaxed) != slab::granule_of(address) ||
+      (address & 255) != 0)
+    return false;
+  slab* s = e.s.load(std::memory_order_relaxed);
+  const auto g = static_cast<std::uint32_t>((address - s->base) >> slab::granule_shift);
+  // Only an object's first granule is ever live: another address is the pool's to report.
+  if (s->state[g].load(std::memory_order_relaxed) != slab::live) return false;
+  s->state[g].store(slab::free, std::memory_order_relaxed);
+  const std::uint32_t n = s->free_count;
+  s->free_objects[n] = static_cast<std::uint8_t>(g);
+  s->free_count = n + 1;
+  if (n == 0 && s != active_[s->size_class]) list_partial(s);
+  slab_counters& c = slab_counters_[s->size_class];
+  bump(c.free_count, 1);
+  bump(c.free_requested, static_cast<std::int64_t>(s->requested[g]));
+  return true;
+}
+
 [[gnu::always_inline]] inline bool thread_cache::put(const void* p) {
   const auto address = reinterpret_cast<std::uintptr_t>(p);
+  if (const slab_entry& se = slab_table_[slab::granule_of(address) % slab_table_entries];
+      se.granule.load(std::memory_order_relaxed) == slab::granule_of(address) &&
+      put_object(address, se))
+    return true;
+  return put_block(address);
+}
+
+[[gnu::always_inline]] inline bool thread_cache::put_block(std::uintptr_t address) {
   entry& e = table_[slot_of(address)];
   if (e.address != address) return false;
   const entry mine = e;

@@ -34,9 +34,12 @@ struct last_thread_cache {
 
 class thread_cache_registry {
  public:
-  // Receives blocks taken out of a cache whose thread exits (state cached); called with the
-  // registry mutex held, so it may take the pool's mutex.
-  using give_back_fn = std::function<void(std::vector<block*>&)>;
+  // Receives a cache's stolen blocks (state cached) while its steal is still pending, so that it
+  // may also take the cache's slabs (thread_cache::steal_slabs); `exiting`: the cache's thread
+  // is exiting. Called with the registry mutex held, so it may take the pool's mutex. Returns
+  // the bytes it gave back to the pool.
+  using give_back_fn =
+      std::function<std::size_t(thread_cache& cache, std::vector<block*>& blocks, bool exiting)>;
 
   // capacity_bytes 0, or no membarrier() on this system (asymmetric_fence_available()): no thread
   // caches (mine() returns nullptr).
@@ -60,8 +63,8 @@ class thread_cache_registry {
     return last.serial == serial_ ? last.cache : find_or_create(false);
   }
 
-  // Every block cached by any thread, taken out of the caches. The caller returns them to the pool.
-  std::vector<block*> steal_all();
+  // Every thread's cached blocks and free slabs, through give_back; the bytes it gave back.
+  std::size_t steal_all();
   // The sum over all threads' caches, including those of threads that exited.
   thread_cache_totals totals() const;
 
