@@ -46,7 +46,7 @@
 //     (bridge.cpp:270) asks umem's allocator, alloc_->allocate (bridge.cpp:270), under the memory
 //     fraction's cap.
 //  5. The allocator: allocator::allocate (allocator.cpp:359) takes a cached block of the policy's
-//     pool, allocate_cached (caching_pool.hpp:227), without a lock where it can (Note [Fast path]);
+//     pool, allocate_cached (caching_pool.hpp:228), without a lock where it can (Note [Fast path]);
 //     else it resolves the device's placement and allocator::allocate_from (allocator.cpp:401)
 //     tries the pool of its NUMA node, caching_pool::try_allocate (caching_pool.cpp:249): a cached
 //     block, else a new segment; out of memory, the reclaim ladder.
@@ -58,7 +58,7 @@
 // others wait in the stream-ordered cache, cache_->deallocate (bridge.cpp:366, Note
 // [Stream-ordered reuse] in umem_torch.h), until their streams' work is done, then
 // bridge::released (bridge.cpp:186) hands them to allocator::deallocate (allocator.cpp:441),
-// which returns them to their pool: deallocate_cached (caching_pool.hpp:238), else
+// which returns them to their pool: deallocate_cached (caching_pool.hpp:239), else
 // caching_pool::deallocate_if_owned (caching_pool.cpp:529).
 //
 // Releases: one source for PyTorch 2.6 to 2.14 (Note [PyTorch releases] in torch_compat.hpp).
