@@ -16,7 +16,6 @@ void slab::reset(std::uintptr_t at, std::uint32_t size, std::uint32_t cls) {
   free_count = objects;
   for (auto& st : state) st.store(free, std::memory_order_relaxed);
   remote.store(0, std::memory_order_relaxed);
-  remote_count.store(0, std::memory_order_relaxed);
   next_partial = nullptr;
   in_partial = false;
   next_queued = nullptr;
@@ -29,7 +28,6 @@ void slab::push_remote(std::uintptr_t address) {
     std::memcpy(reinterpret_cast<void*>(address), &head, sizeof head);
   } while (!remote.compare_exchange_weak(head, address, std::memory_order_acq_rel,
                                          std::memory_order_relaxed));
-  remote_count.fetch_add(1, std::memory_order_release);
 }
 
 std::uint32_t slab::collect_remote() {
@@ -40,7 +38,6 @@ std::uint32_t slab::collect_remote() {
     std::memcpy(&at, reinterpret_cast<const void*>(at), sizeof at);
     ++n;
   }
-  if (n != 0) remote_count.fetch_sub(n, std::memory_order_release);
   return n;
 }
 

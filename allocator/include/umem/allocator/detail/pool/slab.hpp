@@ -58,7 +58,6 @@ struct slab {
   // Objects freed by other threads, not yet in free_objects: a stack linked through the freed
   // objects' first 8 bytes (address 0: empty).
   std::atomic<std::uintptr_t> remote{0};
-  std::atomic<std::uint32_t> remote_count{0};
 
   std::uintptr_t address_of(std::uint32_t granule) const {
     return base + (std::uintptr_t{granule} << granule_shift);
@@ -76,9 +75,6 @@ struct slab {
   // Moves the objects of `remote` into free_objects; how many. The owner's, or the pool's for a
   // slab without one.
   std::uint32_t collect_remote();
-  bool all_free() const {
-    return free_count + remote_count.load(std::memory_order_acquire) == objects;
-  }
 };
 
 }  // namespace umem::alloc
