@@ -59,7 +59,7 @@
 // [Stream-ordered reuse] in umem_torch.h), until their streams' work is done, then
 // bridge::released (bridge.cpp:186) hands them to allocator::deallocate (allocator.cpp:441),
 // which returns them to their pool: deallocate_cached (caching_pool.hpp:239), else
-// caching_pool::deallocate_if_owned (caching_pool.cpp:529).
+// caching_pool::deallocate_if_owned (caching_pool.cpp:525).
 //
 // Releases: one source for PyTorch 2.6 to 2.14 (Note [PyTorch releases] in torch_compat.hpp).
 // Methods whose form changed between releases are declared in every form, without `override`;

@@ -91,7 +91,7 @@ caching_pool::~caching_pool() {
     held += ticket::state_of(l.b->ticket.load(std::memory_order_relaxed)) == ticket::live;
   });
   slabs_by_granule_.for_each([&](std::uintptr_t, slab* const& sl) {
-    for (const auto& st : sl->state) held += st.load(std::memory_order_relaxed) == slab::live;
+    for (const auto& r : sl->requested) held += r.load(std::memory_order_relaxed) != 0;
   });
   if (held != 0)
     log().warn("umem pool {}: destroyed with {} blocks still allocated; their memory is returned "
@@ -519,30 +519,33 @@ std::optional<segment> caching_pool::obtain_segment(std::size_t segment_bytes, b
 void caching_pool::deallocate(void* p) {
   if (!p || deallocate_cached(p)) return;
   std::lock_guard lock(mutex_);
-  const live_block* live = live_.find(address_of(p));
-  if (live) return release_live(*live);
-  slab* sl = slab_at(address_of(p));
-  if (!sl) fail_bad_free(p);
-  free_object(sl, address_of(p));
+  if (!free_locked(address_of(p))) fail_bad_free(p);
 }
 
 bool caching_pool::deallocate_if_owned(void* p) {
   if (!p || deallocate_cached(p)) return true;
   std::lock_guard lock(mutex_);
-  if (const live_block* live = live_.find(address_of(p))) {
+  if (free_locked(address_of(p))) return true;
+  if (!segment_at(address_of(p))) return false;
+  fail_bad_free(p);
+}
+
+bool caching_pool::free_locked(std::uintptr_t address) {
+  if (const live_block* live = live_.find(address)) {
     release_live(*live);
     return true;
   }
-  if (slab* sl = slab_at(address_of(p))) {
-    free_object(sl, address_of(p));
-    return true;
-  }
-  const std::uintptr_t a = address_of(p);
-  auto seg = segments_.upper_bound(a);
-  if (seg == segments_.begin()) return false;
-  --seg;
-  if (a - seg->first >= seg->second.seg.size) return false;
-  fail_bad_free(p);
+  slab* sl = slab_at(address);
+  if (!sl) return false;
+  free_object(sl, address);
+  return true;
+}
+
+const caching_pool::segment_record* caching_pool::segment_at(std::uintptr_t address) const {
+  auto it = segments_.upper_bound(address);
+  if (it == segments_.begin()) return nullptr;
+  --it;
+  return address - it->first < it->second.seg.size ? &it->second : nullptr;
 }
 
 // A caller's free on the locked path. The ticket says whether the block is still live (not freed
@@ -577,13 +580,14 @@ std::size_t caching_pool::flush_thread_caches() { return threads_->steal_all(); 
 
 std::size_t caching_pool::take_back(thread_cache& cache, std::vector<block*>& blocks,
                                     bool exiting) {
+  // A cache with nothing to give (emptied by an earlier steal, or never filled) takes no lock.
+  if (blocks.empty() && !cache.owns_slabs()) return 0;
   std::size_t bytes = 0;
   std::lock_guard lock(mutex_);
   for (block* b : blocks) {
     bytes += b->size;
     release_cached(b);
   }
-  if (slab_max_ == 0) return bytes;
   std::vector<slab*> released, orphaned;
   cache.steal_slabs(released, exiting ? &orphaned : nullptr);
   for (slab* sl : released) {
@@ -683,14 +687,13 @@ void caching_pool::fail_bad_free(const void* p) const {
   const std::uintptr_t a = address_of(p);
   std::ostringstream s;
   s << "umem pool " << describe() << ": deallocate(" << p << "): ";
-  auto seg = segments_.upper_bound(a);
-  if (seg != segments_.begin()) --seg;
-  if (seg == segments_.end() || a < seg->first || a - seg->first >= seg->second.seg.size) {
+  const segment_record* rec = segment_at(a);
+  if (!rec) {
     s << "not allocated by this pool (it lies in none of its segments); free it with the "
          "allocator that returned it";
     throw_error(errc::invalid_argument, s.str());
   }
-  const block* b = seg->second.first;
+  const block* b = rec->first;
   while (b->next && b->next->address <= a) b = b->next;
   if (b->allocated)
     s << "not the start of an allocation: it lies " << (a - b->address)
@@ -715,10 +718,7 @@ void caching_pool::fail_cached_free(const void* p) const {
 bool caching_pool::owns(const void* p) const {
   const std::uintptr_t a = address_of(p);
   std::lock_guard lock(mutex_);
-  auto it = segments_.upper_bound(a);
-  if (it == segments_.begin()) return false;
-  --it;
-  return a - it->first < it->second.seg.size;
+  return segment_at(a) != nullptr;
 }
 
 std::size_t caching_pool::block_size(const void* p) const {
@@ -727,8 +727,7 @@ std::size_t caching_pool::block_size(const void* p) const {
   if (!live)
     if (const slab* sl = slab_at(address_of(p))) {
       const int g = sl->object_at(address_of(p));
-      if (g >= 0 && sl->state[static_cast<std::size_t>(g)].load(std::memory_order_acquire) ==
-                        slab::live)
+      if (g >= 0 && sl->requested[static_cast<std::size_t>(g)].load(std::memory_order_acquire) != 0)
         return sl->object_size;
     }
   if (!live || ticket::state_of(live->b->ticket.load(
@@ -798,35 +797,29 @@ pool_stats caching_pool::stats() const {
   // Note [Statistics with thread caches]: callers' operations = the pool's own hand-outs and
   // locked frees plus the threads' cache hits and cached frees.
   const size_class classes[] = {size_class::small_pool, size_class::large_pool};
+  // Note [Slab segments]: slabs (small blocks) out of callers' totals, objects freed here into
+  // them.
+  const slab_figures none;
   for (std::size_t k = 0; k < 2; ++k) {
     const thread_cache_totals::per_class& tc = t.classes[k];
-    auto fold = [&](metric m, std::int64_t allocs, std::int64_t frees, std::int64_t returned) {
+    const slab_figures& out = k == 0 ? slabs_handed_out_ : none;
+    const slab_figures& back = k == 0 ? slabs_given_back_ : none;
+    const slab_figures& remote = k == 0 ? remote_frees_ : none;
+    auto fold = [&](metric m, std::int64_t allocs, std::int64_t frees) {
       for (size_class c : {classes[k], size_class::all}) {
         stat& g = s(m, c);
         g.allocated += allocs;
-        g.freed += frees - returned;
+        g.freed += frees;
       }
     };
-    fold(metric::allocated_bytes, tc.alloc_bytes, tc.free_bytes, returns_.bytes[k]);
-    fold(metric::allocation, tc.alloc_count, tc.free_count, returns_.count[k]);
-    fold(metric::requested_bytes, tc.alloc_requested, tc.free_requested,
-         returns_.requested[k] - returns_.requested_adjust[k]);
+    fold(metric::allocated_bytes, tc.alloc_bytes - out.bytes,
+         tc.free_bytes - returns_.bytes[k] + remote.bytes - back.bytes);
+    fold(metric::allocation, tc.alloc_count - out.count,
+         tc.free_count - returns_.count[k] + remote.count - back.count);
+    fold(metric::requested_bytes, tc.alloc_requested - out.requested,
+         tc.free_requested - returns_.requested[k] + returns_.requested_adjust[k] +
+             remote.requested - back.requested);
   }
-  // Note [Slab segments]: slabs out of callers' totals, objects freed here into them.
-  auto slab_fold = [&](metric m, std::int64_t handed_out, std::int64_t given_back,
-                       std::int64_t remote) {
-    for (size_class c : {size_class::small_pool, size_class::all}) {
-      stat& g = s(m, c);
-      g.allocated -= handed_out;
-      g.freed += remote - given_back;
-    }
-  };
-  slab_fold(metric::allocated_bytes, slabs_handed_out_.bytes, slabs_given_back_.bytes,
-            remote_frees_.bytes);
-  slab_fold(metric::allocation, slabs_handed_out_.count, slabs_given_back_.count,
-            remote_frees_.count);
-  slab_fold(metric::requested_bytes, slabs_handed_out_.requested, slabs_given_back_.requested,
-            remote_frees_.requested);
   for (metric m : {metric::allocated_bytes, metric::allocation, metric::requested_bytes})
     for (size_class c : {size_class::all, size_class::small_pool, size_class::large_pool}) {
       stat& g = s(m, c);
@@ -854,9 +847,9 @@ pool_snapshot caching_pool::snapshot() const {
         // Each object; the free ones wait in their thread's slab, as cached blocks wait in bins.
         for (std::uint32_t i = 0; i < sl->objects; ++i) {
           const std::uint32_t g = i * (sl->object_size >> slab::granule_shift);
-          const bool live = sl->state[g].load(std::memory_order_acquire) == slab::live;
-          s.blocks.push_back({sl->address_of(g) - base, sl->object_size,
-                              live ? sl->requested[g] : 0, live, !live});
+          const std::uint32_t requested = sl->requested[g].load(std::memory_order_acquire);
+          s.blocks.push_back({sl->address_of(g) - base, sl->object_size, requested,
+                              requested != 0, requested == 0});
         }
         // What no object fills (768-byte objects leave 256 bytes) stays with the slab too.
         if (const std::size_t used = std::size_t{sl->objects} * sl->object_size;
@@ -985,12 +978,15 @@ void caching_pool::free_object(slab* sl, std::uintptr_t address) {
     throw_error(errc::invalid_argument, s.str());
   }
   const auto at = static_cast<std::size_t>(g);
-  std::uint8_t expected = slab::live;
-  if (!sl->state[at].compare_exchange_strong(expected, slab::free, std::memory_order_acq_rel))
+  // Only the owner makes a free object live again, so a request read here is still the object's
+  // unless another free races with this one.
+  std::uint32_t request = sl->requested[at].load(std::memory_order_acquire);
+  if (request == 0 ||
+      !sl->requested[at].compare_exchange_strong(request, 0, std::memory_order_acq_rel))
     fail_cached_free(pointer_of(address));
   remote_frees_.bytes += sl->object_size;
   remote_frees_.count += 1;
-  remote_frees_.requested += sl->requested[at];
+  remote_frees_.requested += request;
   if (thread_cache* owner = sl->owner.load(std::memory_order_relaxed)) {
     sl->push_remote(address);
     owner->queue_remote(sl);

@@ -14,7 +14,7 @@ void slab::reset(std::uintptr_t at, std::uint32_t size, std::uint32_t cls) {
   for (std::uint32_t i = 0; i < objects; ++i)
     free_objects[i] = static_cast<std::uint8_t>((objects - 1 - i) * step);
   free_count = objects;
-  for (auto& st : state) st.store(free, std::memory_order_relaxed);
+  for (auto& r : requested) r.store(0, std::memory_order_relaxed);
   remote.store(0, std::memory_order_relaxed);
   next_partial = nullptr;
   in_partial = false;

@@ -374,6 +374,11 @@ class caching_pool {
   std::size_t cached_bytes() const;
   std::size_t reserved_now() const;  // takes mutex_
   void release_live(const live_block& live);
+  // A caller's free on the locked path of a live block or slab object at `address`; false when
+  // none starts there. mutex_ held.
+  bool free_locked(std::uintptr_t address);
+  // The record of the segment holding `address`, or null. mutex_ held.
+  const segment_record* segment_at(std::uintptr_t address) const;
   [[noreturn]] void fail_bad_free(const void* p) const;
   [[noreturn]] void fail_cached_free(const void* p) const;
   std::string stats_summary() const;

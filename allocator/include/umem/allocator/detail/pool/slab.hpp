@@ -5,12 +5,13 @@
 // caching_pool.hpp), aligned to its size, so the address of any object names its slab
 // (granule_of). Its record lives outside that memory: the memory is the caller's and may be
 // device-visible, and a record beside the objects would be overwritten by a buffer overrun.
-// Per object it keeps a state (the double-free check) and the request (exact requested bytes).
+// Per object it keeps the request (exact requested bytes), 0 while the object is free: a request
+// is at least 1 byte (caching_pool::size_request), so the one word is also the double-free check.
 // Who touches what:
 // - The owning thread cache (owner != nullptr) hands objects out and takes them back through
-//   `free_objects`, `state` and `requested`, inside its owner section (Note [Thread cache]).
-// - Any other thread frees an object through the pool's lock: it moves the state from live to
-//   free with a compare-and-swap and pushes the object on `remote`, which the owner empties
+//   `free_objects` and `requested`, inside its owner section (Note [Thread cache]).
+// - Any other thread frees an object through the pool's lock: it moves the request to 0 with a
+//   compare-and-swap and pushes the object on `remote`, which the owner empties
 //   into `free_objects` when it runs out (collect_remote). A stealer (trim, exit) empties it
 //   too, holding the pool's lock, while the owner is outside its section.
 // - Without an owner (its thread exited) the pool does all of it under its lock.
@@ -32,8 +33,6 @@ struct slab {
   static constexpr std::size_t granules = bytes >> granule_shift;
   static constexpr unsigned shift = 16;  // log2(bytes)
 
-  enum state : std::uint8_t { free = 0, live = 1 };
-
   static std::uintptr_t granule_of(std::uintptr_t address) { return address >> shift; }
 
   std::uintptr_t base = 0;       // aligned to `bytes`
@@ -52,9 +51,8 @@ struct slab {
   // Free objects as granule indices; [0, free_count) is a stack, the owner's.
   std::uint32_t free_count = 0;
   std::array<std::uint8_t, granules> free_objects{};
-  // Per granule; only an object's first granule is used.
-  std::array<std::atomic<std::uint8_t>, granules> state{};
-  std::array<std::uint32_t, granules> requested{};
+  // Per granule, the live object's request or 0; only an object's first granule is used.
+  std::array<std::atomic<std::uint32_t>, granules> requested{};
   // Objects freed by other threads, not yet in free_objects: a stack linked through the freed
   // objects' first 8 bytes (address 0: empty).
   std::atomic<std::uintptr_t> remote{0};
@@ -70,7 +68,7 @@ struct slab {
   }
   // Fills free_objects with every object (a new slab), lowest address on top.
   void reset(std::uintptr_t at, std::uint32_t size, std::uint32_t cls);
-  // Pushes an object freed by a thread other than the owner (its state already free).
+  // Pushes an object freed by a thread other than the owner (its request already 0).
   void push_remote(std::uintptr_t address);
   // Moves the objects of `remote` into free_objects; how many. The owner's, or the pool's for a
   // slab without one.

@@ -55,9 +55,9 @@
 // A thread owns the slabs it took from the pool; per size class one is active (allocations pop
 // its stack of free objects) and a table keyed by the 64 KiB granule finds the owned slab of a
 // freed pointer. What stays as with blocks:
-// - Double frees: each object has a state; a free of an object that is not live takes the
-//   pool's path, which reports it. Frees on other threads go through the pool's lock to the
-//   slab's remote stack, which the owner takes over when its active slab runs out.
+// - Double frees: each object keeps its request, 0 while free; a free of an object that is not
+//   live takes the pool's path, which reports it. Frees on other threads go through the pool's
+//   lock to the slab's remote stack, which the owner takes over when its active slab runs out.
 // - Statistics: each object is one allocation of the small class, counted by the thread
 //   (single-writer counters, one count and one requested sum per class and direction: the
 //   bytes follow from the class) or by the pool for frees on other threads. The pool counts a
@@ -165,6 +165,7 @@ class thread_cache {
   // every owned slab whose objects are all free moves to `released`; with `orphaned` (the
   // owner's exit) every other one moves there.
   void steal_slabs(std::vector<slab*>& released, std::vector<slab*>* orphaned);
+  bool owns_slabs() const { return !slabs_.empty(); }
   thread_cache_totals totals() const;
 
  private:
@@ -371,8 +372,7 @@ inline void thread_cache::remember(block* b, std::uint64_t t) {
   if (n == 0) return nullptr;
   const std::uint32_t g = s->free_objects[n - 1];
   s->free_count = n - 1;
-  s->state[g].store(slab::live, std::memory_order_relaxed);
-  s->requested[g] = static_cast<std::uint32_t>(request);
+  s->requested[g].store(static_cast<std::uint32_t>(request), std::memory_order_relaxed);
   slab_counters& c = slab_counters_[k];
   bump(c.alloc_count, 1);
   bump(c.alloc_requested, static_cast<std::int64_t>(request));
@@ -392,15 +392,16 @@ inline void thread_cache::remember(block* b, std::uint64_t t) {
   slab* s = e.s.load(std::memory_order_relaxed);
   const auto g = static_cast<std::uint32_t>((address - s->base) >> slab::granule_shift);
   // Only an object's first granule is ever live: another address is the pool's to report.
-  if (s->state[g].load(std::memory_order_relaxed) != slab::live) return false;
-  s->state[g].store(slab::free, std::memory_order_relaxed);
+  const std::uint32_t request = s->requested[g].load(std::memory_order_relaxed);
+  if (request == 0) return false;
+  s->requested[g].store(0, std::memory_order_relaxed);
   const std::uint32_t n = s->free_count;
   s->free_objects[n] = static_cast<std::uint8_t>(g);
   s->free_count = n + 1;
   if (n == 0 && s != active_[s->size_class]) list_partial(s);
   slab_counters& c = slab_counters_[s->size_class];
   bump(c.free_count, 1);
-  bump(c.free_requested, static_cast<std::int64_t>(s->requested[g]));
+  bump(c.free_requested, static_cast<std::int64_t>(request));
   return true;
 }
 
