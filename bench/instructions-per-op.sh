@@ -23,6 +23,15 @@ done
 command -v valgrind > /dev/null || { echo "instructions-per-op: needs valgrind (apt install valgrind)" >&2; exit 1; }
 [ -x "$bench" ] || { echo "instructions-per-op: no $bench (run bench/run-benchmarks.sh --quick first)" >&2; exit 1; }
 
+known=$("$bench" --benchmark_list_tests --benchmark_filter='^alloc_free/umem/size:[0-9]+/real_time/threads:1$' \
+  | sed -E 's|^alloc_free/umem/size:([0-9]+)/.*|\1|' | tr '\n' ' ')
+for s in "${sizes[@]}"; do
+  [[ " $known" == *" $s "* ]] || {
+    echo "instructions-per-op: the benchmark has no size of $s bytes; its sizes: ${known% }" >&2
+    exit 2
+  }
+done
+
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
