@@ -63,30 +63,30 @@ bool held_by_caller(const pool_snapshot& s, const void* p) {
 TEST(thread_cache, a_freed_block_is_reused_by_its_thread_and_counted_as_free) {
   fake_upstream up;
   caching_pool pool(up, node0, coherence::fine, cached());
-  void* p = pool.allocate(2000);  // 2048-byte block (above the slabs' objects)
+  void* p = pool.allocate(3000);  // 3072-byte block (above the slabs' objects)
   pool.deallocate(p);
   pool_stats s = pool.stats();
   EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 0);
-  EXPECT_EQ(gauge(s, metric::allocated_bytes).freed, 2048);
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).freed, 3072);
   EXPECT_EQ(gauge(s, metric::allocation).current, 0);
   EXPECT_EQ(gauge(s, metric::reserved_bytes).current, static_cast<std::int64_t>(2 * MiB));
   EXPECT_EQ(count_state(pool.snapshot(), true, false), 1u);  // the block, cached
   EXPECT_NE(to_json(pool.snapshot()).find(R"("state":"thread_cached")"), std::string::npos);
 
-  void* q = pool.allocate(1900);  // same 2048-byte block from the cache
+  void* q = pool.allocate(2900);  // same 3072-byte block from the cache
   EXPECT_EQ(q, p);
-  EXPECT_EQ(pool.block_size(q), 2048u);
+  EXPECT_EQ(pool.block_size(q), 3072u);
   s = pool.stats();
   EXPECT_EQ(s[counter::cache_hits], 1);  // the first allocation needed a segment
-  EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 2048);
-  EXPECT_EQ(gauge(s, metric::allocated_bytes).allocated, 4096);
-  EXPECT_EQ(gauge(s, metric::requested_bytes).current, 1900);
-  EXPECT_EQ(gauge(s, metric::requested_bytes, size_class::small_pool).current, 1900);
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 3072);
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).allocated, 6144);
+  EXPECT_EQ(gauge(s, metric::requested_bytes).current, 2900);
+  EXPECT_EQ(gauge(s, metric::requested_bytes, size_class::small_pool).current, 2900);
   EXPECT_EQ(gauge(s, metric::allocation).allocated, 2);
   EXPECT_EQ(up.allocate_calls(), 1u);
   pool.deallocate(q);
   EXPECT_EQ(gauge(pool.stats(), metric::requested_bytes).current, 0);
-  EXPECT_EQ(gauge(pool.stats(), metric::requested_bytes).freed, 3900);
+  EXPECT_EQ(gauge(pool.stats(), metric::requested_bytes).freed, 5900);
 }
 
 TEST(thread_cache, a_larger_request_of_the_same_class_is_not_served_by_a_smaller_block) {

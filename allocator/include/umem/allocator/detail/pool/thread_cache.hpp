@@ -135,7 +135,7 @@ class thread_cache {
   std::size_t return_big(std::span<block*, big_bins> out);
 
   // Slabs (Note [Slabs]): requests of at most slab_max bytes.
-  static constexpr std::size_t slab_max = 1024;
+  static constexpr std::size_t slab_max = 2048;
   static constexpr std::size_t slab_classes = slab_max / 256;
   static constexpr std::size_t slab_class_of(std::size_t rounded) { return (rounded >> 8) - 1; }
   // --- Owner thread only. ---
