@@ -73,7 +73,11 @@ byte_limits to_byte_limits(const resolved_limits& r) {
 // inline, and the rest out of line (allocate_slow, deallocate_slow), so that a hit's frame holds
 // none of the slow path's locals (placement copies, strings); and the fast path asks that cache
 // only if the thread used its pool last (cache_lookup::last_used: no call on a hit), leaving the
-// registry lookup to the slow path. With one pool, no global_peak_tracker is fed: that
+// registry lookup to the slow path. A slab object (Note [Slabs] in thread_cache.hpp) is served
+// inline; every other way out of allocate(bytes) and deallocate() is a tail call
+// (allocate_block/deallocate_block for the bins, then the slow path), so a slab hit saves no
+// registers (docs/log/2026-12-07-slab-objects-to-2-kib.md: 15 instructions fewer at 256 B, 12
+// more at 4 KiB, no change in time there). With one pool, no global_peak_tracker is fed: that
 // pool's peaks are the total's (Note [Merged peaks]); the second pool attaches the first.
 // Device pools (Note [Device placements] in allocator.hpp) are in the same list, so ownership
 // costs nothing more; a `device:D` request finds its GPU's pool through a per-GPU slot, read
@@ -269,7 +273,18 @@ struct allocator::impl {
   [[gnu::noinline]] static void* allocate_slow(allocator& a, std::size_t bytes) {
     return allocate_slow(a, bytes, request{});
   }
+  // allocate(bytes) above the slab objects: the bins, then allocate_slow.
+  [[gnu::noinline]] static void* allocate_block(allocator& a, thread_cache& mine,
+                                                std::size_t rounded, std::size_t bytes) {
+    if (void* p = mine.take(rounded, bytes)) return p;
+    return allocate_slow(a, bytes);
+  }
   [[gnu::noinline]] static void deallocate_slow(const pool_entry* first, void* p);
+  // deallocate(p) past the slab objects: the bins, then deallocate_slow.
+  [[gnu::noinline]] static void deallocate_block(const pool_entry* first, thread_cache& mine,
+                                                 void* p) {
+    if (!mine.put_block(reinterpret_cast<std::uintptr_t>(p))) deallocate_slow(first, p);
+  }
 
   // Rung 1 of the ladder, over every pool: a limit or the upstream may be shared.
   std::size_t flush_thread_caches() {
@@ -364,9 +379,13 @@ void* allocator::allocate(std::size_t bytes, const request& r) {
 }
 
 void* allocator::allocate(std::size_t bytes) {
-  if (caching_pool* fixed = impl_->policy_home.load(std::memory_order_acquire))
-    if (void* p = fixed->allocate_cached<last_used>(bytes)) return p;  // Note [Fast path]
-  return impl::allocate_slow(*this, bytes);
+  caching_pool* fixed = impl_->policy_home.load(std::memory_order_acquire);
+  if (fixed == nullptr) return impl::allocate_slow(*this, bytes);
+  return fixed->allocate_cached_or<last_used>(  // Note [Fast path]
+      bytes, [&] { return impl::allocate_slow(*this, bytes); },
+      [&](thread_cache& mine, std::size_t rounded) {
+        return impl::allocate_block(*this, mine, rounded, bytes);
+      });
 }
 
 void* allocator::allocate_cached(std::size_t bytes) {
@@ -441,8 +460,10 @@ void allocator::set_reclaim_hooks(reclaim_hooks hooks) { impl_->hooks = std::mov
 void allocator::deallocate(void* p) {
   if (p == nullptr) return;
   const impl::pool_entry* first = impl_->first_pool();
-  if (first && first->pool->deallocate_cached<last_used>(p)) return;  // Note [Fast path]
-  impl::deallocate_slow(first, p);
+  if (first == nullptr) return impl::deallocate_slow(first, p);
+  first->pool->deallocate_cached_or<last_used>(  // Note [Fast path]
+      p, [&] { impl::deallocate_slow(first, p); },
+      [&](thread_cache& mine) { impl::deallocate_block(first, mine, p); });
 }
 
 void allocator::impl::deallocate_slow(const pool_entry* first, void* p) {

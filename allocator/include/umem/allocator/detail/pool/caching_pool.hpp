@@ -226,19 +226,41 @@ class caching_pool {
   // calling thread's cache, or nullptr (then allocate() decides). Never throws.
   template <cache_lookup lookup = cache_lookup::any>
   [[gnu::always_inline]] void* allocate_cached(std::size_t bytes) {
+    return allocate_cached_or<lookup>(
+        bytes, [] { return static_cast<void*>(nullptr); },
+        [bytes](thread_cache& mine, std::size_t rounded) { return mine.take(rounded, bytes); });
+  }
+  // The same for a front end that finishes either way in a tail call: `miss()` where the cache
+  // has no slab object for the request, `blocks(cache, rounded)` for a request above slab_max
+  // (the bins' path). A front end whose miss and block path are calls out of line makes no call
+  // on a slab hit and so saves no registers there (Note [Fast front end]).
+  template <cache_lookup lookup, class Miss, class Blocks>
+  [[gnu::always_inline]] void* allocate_cached_or(std::size_t bytes, Miss miss, Blocks blocks) {
     const std::size_t align = config_.alignment;
     // A request of 0 or above SIZE_MAX - align rounds to 0 here, rejected with the too big ones.
     const std::size_t rounded = (bytes + align - 1) & ~(align - 1);
-    if (rounded - 1 >= thread_cache::largest_cached) return nullptr;
+    if (rounded - 1 >= thread_cache::largest_cached) return miss();
     thread_cache* mine = lookup == cache_lookup::any ? my_cache() : last_used_cache();
-    if (mine == nullptr) return nullptr;
-    return rounded <= slab_max_ ? mine->take_object(rounded, bytes) : mine->take(rounded, bytes);
+    if (mine == nullptr) return miss();
+    if (rounded > slab_max_) return blocks(*mine, rounded);
+    if (void* p = mine->take_object(rounded, bytes)) return p;
+    return miss();
   }
   // True when `p` went into the calling thread's cache; false: deallocate() decides.
   template <cache_lookup lookup = cache_lookup::any>
   [[gnu::always_inline]] bool deallocate_cached(const void* p) {
     thread_cache* mine = lookup == cache_lookup::any ? my_cache_if_any() : last_used_cache();
     return mine != nullptr && mine->put(p);
+  }
+  // The same for a front end that finishes either way in a tail call, as allocate_cached_or():
+  // `miss()` where the calling thread has no cache here or `p` is no live object of its slabs,
+  // `blocks(cache)` to try its bins.
+  template <cache_lookup lookup, class Miss, class Blocks>
+  [[gnu::always_inline]] void deallocate_cached_or(const void* p, Miss miss, Blocks blocks) {
+    thread_cache* mine = lookup == cache_lookup::any ? my_cache_if_any() : last_used_cache();
+    if (mine == nullptr) return miss();
+    if (mine->put_object(reinterpret_cast<std::uintptr_t>(p))) return;
+    return blocks(*mine);
   }
   // Returns a block from allocate() to the cache; nullptr is ignored. Throws
   // umem::error(invalid_argument) naming the pointer for a double free or a pointer this pool did

@@ -130,6 +130,11 @@ class thread_cache {
   // The fast free: true when `p` was this thread's live block and is now in a bin; false when
   // the pool's locked path must handle it (unknown pointer, double free, or no room).
   bool put(const void* p);
+  // put() in two steps, for a front end that makes the second a call out of line (Note [Fast
+  // front end] in allocator.cpp): a live object of a slab this thread owns (Note [Slabs]), then
+  // a live block of this thread's.
+  bool put_object(std::uintptr_t address);
+  bool put_block(std::uintptr_t address);
   // Moves the blocks of the big bins (above 1 MiB) into `out`, their tickets still cached, for the
   // pool to take back (Note [Thread cache]); how many. None when a steal is pending.
   std::size_t return_big(std::span<block*, big_bins> out);
@@ -268,12 +273,6 @@ class thread_cache {
     std::atomic<slab*> s{nullptr};
   };
   static constexpr std::size_t slab_table_entries = 256;
-  // Owner's side of a free of an object of an owned slab; false when `address` is none, or not
-  // live (the pool's path says what it is). Inside an owner section.
-  bool put_object(std::uintptr_t address, const slab_entry& e);
-  // put() and take() past the slab path, out of line: on a slab hit the front end then needs no
-  // register of theirs (no saves and restores).
-  bool put_block(std::uintptr_t address);
   void list_partial(slab* s) {
     s->in_partial = true;
     s->next_partial = partial_[s->size_class];
@@ -381,8 +380,11 @@ inline void thread_cache::remember(block* b, std::uint64_t t) {
   return reinterpret_cast<void*>(address);
 }
 
-[[gnu::always_inline]] inline bool thread_cache::put_object(std::uintptr_t address,
-                                                             const slab_entry& e) {
+// False when `address` is no object of an owned slab, or not live (the pool's path says what it
+// is).
+[[gnu::always_inline]] inline bool thread_cache::put_object(std::uintptr_t address) {
+  const slab_entry& e = slab_table_[slab::granule_of(address) % slab_table_entries];
+  if (e.granule.load(std::memory_order_relaxed) != slab::granule_of(address)) return false;
   const owner_section section(*this);
   if (!section.ok()) return false;
   // Again inside the section: a stealer may have taken the slab since the first look.
@@ -407,11 +409,7 @@ inline void thread_cache::remember(block* b, std::uint64_t t) {
 
 [[gnu::always_inline]] inline bool thread_cache::put(const void* p) {
   const auto address = reinterpret_cast<std::uintptr_t>(p);
-  if (const slab_entry& se = slab_table_[slab::granule_of(address) % slab_table_entries];
-      se.granule.load(std::memory_order_relaxed) == slab::granule_of(address) &&
-      put_object(address, se))
-    return true;
-  return put_block(address);
+  return put_object(address) || put_block(address);
 }
 
 [[gnu::always_inline]] inline bool thread_cache::put_block(std::uintptr_t address) {
