@@ -74,9 +74,10 @@ byte_limits to_byte_limits(const resolved_limits& r) {
 // none of the slow path's locals (placement copies, strings); and the fast path asks that cache
 // only if the thread used its pool last (cache_lookup::last_used: no call on a hit), leaving the
 // registry lookup to the slow path. A slab object (Note [Slabs] in thread_cache.hpp) is served
-// inline; every other way out of allocate(bytes) and deallocate() is a tail call
-// (allocate_block/deallocate_block for the bins, then the slow path), so a slab hit saves no
-// registers (docs/log/2026-12-07-slab-objects-to-2-kib.md: 15 instructions fewer at 256 B, 12
+// inline; every other way out of allocate(), allocate_cached() (the torch bridge's CPU tensors)
+// and deallocate() is a tail call (allocate_block/deallocate_block for the bins, then the slow
+// path; allocate_front is the allocations' one shape), so a slab hit saves no registers
+// (docs/log/2026-12-07-slab-objects-to-2-kib.md: 15 instructions fewer at 256 B, 12
 // more at 4 KiB, no change in time there). With one pool, no global_peak_tracker is fed: that
 // pool's peaks are the total's (Note [Merged peaks]); the second pool attaches the first.
 // Device pools (Note [Device placements] in allocator.hpp) are in the same list, so ownership
@@ -273,11 +274,33 @@ struct allocator::impl {
   [[gnu::noinline]] static void* allocate_slow(allocator& a, std::size_t bytes) {
     return allocate_slow(a, bytes, request{});
   }
-  // allocate(bytes) above the slab objects: the bins, then allocate_slow.
+  // A front end's request above the slab objects: the bins, then `missed(a, bytes)`.
+  template <class Missed>
   [[gnu::noinline]] static void* allocate_block(allocator& a, thread_cache& mine,
-                                                std::size_t rounded, std::size_t bytes) {
+                                                std::size_t rounded, std::size_t bytes,
+                                                Missed missed) {
     if (void* p = mine.take(rounded, bytes)) return p;
-    return allocate_slow(a, bytes);
+    return missed(a, bytes);
+  }
+  // The front ends' one shape: the policy pool's cache, where a slab hit returns inline and
+  // every other way out is a tail call: `unrouted(a, bytes)` where no policy pool is kept,
+  // `missed(a, bytes)` where its cache cannot serve, the bins and then `missed` above the slab
+  // objects. Both take what they need as arguments and capture at most a pointer, so that the
+  // block path's call passes everything in registers and stays a tail call.
+  template <class Unrouted, class Missed>
+  [[gnu::always_inline]] static void* allocate_front(allocator& a, std::size_t bytes,
+                                                     Unrouted unrouted, Missed missed) {
+    caching_pool* fixed = a.impl_->policy_home.load(std::memory_order_acquire);
+    if (fixed == nullptr) return unrouted(a, bytes);
+    return fixed->allocate_cached_or<last_used>(  // Note [Fast path]
+        bytes, [&] { return missed(a, bytes); },
+        [&](thread_cache& mine, std::size_t rounded) {
+          return allocate_block(a, mine, rounded, bytes, missed);
+        });
+  }
+  // allocate_cached() where no policy pool is kept: the default route's pool.
+  [[gnu::noinline]] static void* allocate_cached_slow(allocator& a, std::size_t bytes) {
+    return a.impl_->default_route().home->allocate_cached(bytes);
   }
   [[gnu::noinline]] static void deallocate_slow(const pool_entry* first, void* p);
   // deallocate(p) past the slab objects: the bins, then deallocate_slow.
@@ -372,26 +395,19 @@ allocator::~allocator() = default;
 // The fast path stays small (no frame for the slow one's locals); the rest is impl's, out of
 // line (Note [Fast front end]).
 void* allocator::allocate(std::size_t bytes, const request& r) {
-  if (!r.where && !r.kind && !r.own_segment)
-    if (caching_pool* fixed = impl_->policy_home.load(std::memory_order_acquire))
-      if (void* p = fixed->allocate_cached<last_used>(bytes)) return p;  // Note [Fast path]
-  return impl::allocate_slow(*this, bytes, r);
+  if (r.where || r.kind || r.own_segment) return impl::allocate_slow(*this, bytes, r);
+  auto slow = [&r](allocator& a, std::size_t n) { return impl::allocate_slow(a, n, r); };
+  return impl::allocate_front(*this, bytes, slow, slow);
 }
 
 void* allocator::allocate(std::size_t bytes) {
-  caching_pool* fixed = impl_->policy_home.load(std::memory_order_acquire);
-  if (fixed == nullptr) return impl::allocate_slow(*this, bytes);
-  return fixed->allocate_cached_or<last_used>(  // Note [Fast path]
-      bytes, [&] { return impl::allocate_slow(*this, bytes); },
-      [&](thread_cache& mine, std::size_t rounded) {
-        return impl::allocate_block(*this, mine, rounded, bytes);
-      });
+  auto slow = [](allocator& a, std::size_t n) { return impl::allocate_slow(a, n); };
+  return impl::allocate_front(*this, bytes, slow, slow);
 }
 
 void* allocator::allocate_cached(std::size_t bytes) {
-  if (caching_pool* fixed = impl_->policy_home.load(std::memory_order_acquire))
-    return fixed->allocate_cached<last_used>(bytes);
-  return impl_->default_route().home->allocate_cached(bytes);
+  return impl::allocate_front(*this, bytes, impl::allocate_cached_slow,
+                              [](allocator&, std::size_t) { return static_cast<void*>(nullptr); });
 }
 
 void* allocator::impl::allocate_slow(allocator& a, std::size_t bytes, const request& r) {

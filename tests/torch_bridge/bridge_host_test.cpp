@@ -187,6 +187,51 @@ TEST(bridge_host, a_thread_s_latest_block_stays_unpushed_within_the_peak_s_slack
   EXPECT_EQ(s.at("allocated_bytes.large_pool.peak"), big);
 }
 
+// What another thread pushed counts in the next allocation's peak check (Note [Host statistics]:
+// a push moves the epoch, so no thread keeps a room measured before it): the main thread
+// allocates and frees 1 KiB (measuring its room), a live worker then holds two 5 MiB blocks, the
+// second of which pushes its record, and the main thread's next 1 KiB makes the peak the exact
+// total.
+TEST(bridge_host, a_push_by_another_thread_counts_in_the_next_peak) {
+  fixture f;
+  f.b->deallocate_host(f.b->allocate_host(1024, -1));
+  constexpr std::size_t block = std::size_t{5} << 20;
+  std::atomic<int> step{0};  // 1: the worker holds its blocks; 2: the main thread allocated
+  std::thread worker([&] {
+    void* a = f.b->allocate_host(block, -1);
+    void* b = f.b->allocate_host(block, -1);
+    step.store(1);
+    while (step.load() != 2) std::this_thread::yield();  // alive: no push at its end yet
+    f.b->deallocate_host(a);
+    f.b->deallocate_host(b);
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  f.b->deallocate_host(f.b->allocate_host(1024, -1));
+  step.store(2);
+  worker.join();
+  // Read with nothing live: a read reports at least the current values as peaks.
+  const auto s = f.b->memory_stats(bridge::host);
+  EXPECT_EQ(s.at("allocated_bytes.all.current"), 0);
+  EXPECT_EQ(s.at("allocated_bytes.all.peak"), 2 * std::int64_t{block} + 1024);
+  EXPECT_EQ(s.at("allocation.all.peak"), 3);
+  EXPECT_EQ(s.at("allocated_bytes.small_pool.peak"), 1024);
+}
+
+// After a reset the peaks start from the current values, and the next allocation raises them
+// again (Note [Host statistics]: a reset moves the epoch, so no room measured against the old,
+// higher peaks stays).
+TEST(bridge_host, the_first_allocation_after_a_reset_raises_the_peak) {
+  fixture f;
+  f.b->deallocate_host(f.b->allocate_host(std::size_t{1} << 20, -1));
+  f.b->reset_peak_stats(bridge::host);
+  EXPECT_EQ(f.b->memory_stats(bridge::host).at("allocated_bytes.all.peak"), 0);
+  f.b->deallocate_host(f.b->allocate_host(1000, -1));
+  const auto s = f.b->memory_stats(bridge::host);  // nothing live: the peaks as kept
+  EXPECT_EQ(s.at("allocated_bytes.all.peak"), 1024);
+  EXPECT_EQ(s.at("allocated_bytes.small_pool.peak"), 1024);
+  EXPECT_EQ(s.at("requested_bytes.all.peak"), 1000);
+}
+
 TEST(bridge_host, either_free_takes_either_block_and_a_stranger_is_not_found) {
   fixture f;
   void* h = f.b->allocate_host(100, -1);

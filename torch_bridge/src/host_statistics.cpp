@@ -33,10 +33,16 @@ constexpr std::int64_t carried_block_limit = std::int64_t{64} << 20;
 using counters = std::array<std::atomic<std::int64_t>, cells>;
 
 // One thread's counts. `in` and `out` are written by their thread only (load, add, store: no
-// read-modify-write instruction) and read by anyone; `pushed` is the owner's alone.
+// read-modify-write instruction) and read by anyone; the rest is the owner's alone.
 struct alignas(64) thread_record {
   counters in{}, out{};
   std::array<std::int64_t, cells> pushed{};  // of in - out, added to shared::current
+  // What the peaks left above the shared totals when this thread last looked (Note [Host
+  // statistics]): its unpushed balance may grow this far before a peak needs raising, while
+  // shared::epoch is still `epoch_seen`.
+  std::uint64_t epoch_seen = 0;
+  std::array<std::int64_t, cells> room_side{};        // peak of the cell's side - current
+  std::array<std::int64_t, gauge_count> room_total{};  // peak of both sides - current of both
 
   std::int64_t balance(std::size_t c) const {
     return in[c].load(std::memory_order_relaxed) - out[c].load(std::memory_order_relaxed);
@@ -62,6 +68,9 @@ struct host_statistics::shared {
   std::deque<thread_record> records;  // stable addresses
   std::vector<thread_record*> idle;   // of threads that ended
   counters current{};                 // pushed balances
+  // Moves on every push and reset of the peaks (never 0, which no record has seen): a record's
+  // rooms hold while it has not moved.
+  std::atomic<std::uint64_t> epoch{1};
   std::array<std::atomic<std::int64_t>, gauge_count * alloc::size_class_count> peak{};
   std::array<std::int64_t, cells> base_in{}, base_out{};  // reset_accumulated
   std::atomic<std::int64_t> ooms{0}, retries{0};
@@ -72,6 +81,27 @@ struct host_statistics::shared {
       if (n == 0) continue;
       current[c].fetch_add(n, std::memory_order_relaxed);
       r.pushed[c] += n;
+    }
+    epoch.fetch_add(1, std::memory_order_release);
+  }
+  // Raises every peak to what `r`'s thread sees (the shared totals plus its unpushed balance) and
+  // measures its rooms anew.
+  [[gnu::noinline]] void raise_peaks(thread_record& r) {
+    r.epoch_seen = epoch.load(std::memory_order_acquire);  // before the totals it goes with
+    for (std::size_t g = 0; g < gauge_count; ++g) {
+      std::int64_t shared_total = 0, total = 0;
+      for (std::size_t side = 0; side < sides; ++side) {
+        const std::size_t c = cell(g, side);
+        const std::int64_t pushed_here = current[c].load(std::memory_order_relaxed);
+        std::atomic<std::int64_t>& p = peak[g * alloc::size_class_count + 1 + side];
+        raise(p, pushed_here + r.unpushed(c));
+        r.room_side[c] = p.load(std::memory_order_relaxed) - pushed_here;
+        shared_total += pushed_here;
+        total += pushed_here + r.unpushed(c);
+      }
+      std::atomic<std::int64_t>& p = peak[g * alloc::size_class_count];
+      raise(p, total);
+      r.room_total[g] = p.load(std::memory_order_relaxed) - shared_total;
     }
   }
   // Sums of every record; mutex held.
@@ -157,17 +187,17 @@ void host_statistics::allocated(std::size_t reported, std::size_t requested) {
   shared& s = *shared_;
   const auto [side, n] = change_of(reported, requested);
   const bool carried = n[bytes_gauge] <= carried_block_limit;
+  bool higher = r.epoch_seen != s.epoch.load(std::memory_order_acquire);
   bool push = false;
   for (std::size_t g = 0; g < gauge_count; ++g) {
     const std::size_t mine = cell(g, side), other = cell(g, 1 - side);
     add_to(r.in[mine], n[g]);
-    const std::int64_t here = s.current[mine].load(std::memory_order_relaxed) + r.unpushed(mine);
-    const std::int64_t all =
-        here + s.current[other].load(std::memory_order_relaxed) + r.unpushed(other);
-    raise(s.peak[g * alloc::size_class_count + 1 + side], here);
-    raise(s.peak[g * alloc::size_class_count], all);
-    push = push || std::llabs(r.unpushed(mine) - (carried ? n[g] : 0)) > flush_limit(g);
+    const std::int64_t unpushed = r.unpushed(mine);
+    higher = higher || unpushed > r.room_side[mine] ||
+             unpushed + r.unpushed(other) > r.room_total[g];
+    push = push || std::llabs(unpushed - (carried ? n[g] : 0)) > flush_limit(g);
   }
+  if (higher) s.raise_peaks(r);
   if (push) s.push(r);
 }
 
@@ -225,6 +255,8 @@ void host_statistics::reset_peaks() {
     for (std::size_t k = 0; k < alloc::size_class_count; ++k)
       shared_->peak[g * alloc::size_class_count + k].store((*from[g])[k].current,
                                                            std::memory_order_relaxed);
+  shared_->epoch.fetch_add(1, std::memory_order_release);  // the records' rooms were measured
+                                                           // against the old peaks
 }
 
 void host_statistics::reset_accumulated() {

@@ -12,11 +12,15 @@
 // Peaks need a running total. Each record pushes its balance to shared totals when it has moved
 // more than flush_bytes or flush_count since its last push, not counting the block just allocated
 // if it is at most carried_block_limit (and when its thread ends), so the shared totals lag by at
-// most that per thread; an allocation compares the shared total plus its own thread's lag with the
-// peak and raises the peak (a compare-and-swap) only when it is higher, which steady
-// allocate-free loops never are. With one thread allocating, peaks are exact; with several, a
-// peak may miss the other threads' unpushed balances (at most flush_bytes and one block of at
-// most carried_block_limit each). Without that block's allowance, a thread allocating and freeing
+// most that per thread. A peak must be raised when the shared total plus the allocating thread's
+// lag is higher. The shared totals change only when a record pushes, and the peaks fall only when
+// they are reset; both move a shared epoch. So each record keeps the room each peak left above the
+// shared totals when it last looked, and an allocation compares its own lag with that room and
+// loads nothing shared but the epoch; only when the lag is higher, or the epoch moved, does it read
+// the totals, raise the peaks (a compare-and-swap) and measure the room anew, which steady
+// allocate-free loops do once per push. With one thread allocating, peaks are exact; with
+// several, a peak may miss the other threads' unpushed balances (at most flush_bytes and one
+// block of at most carried_block_limit each). Without that block's allowance, a thread allocating and freeing
 // one block above flush_bytes at a time would push on every call, and two such threads spent most
 // of their time passing the shared totals' cache line between them.
 // Records of threads that ended are reused by new threads, keeping their sums.

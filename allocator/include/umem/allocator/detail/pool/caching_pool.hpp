@@ -240,7 +240,7 @@ class caching_pool {
     // A request of 0 or above SIZE_MAX - align rounds to 0 here, rejected with the too big ones.
     const std::size_t rounded = (bytes + align - 1) & ~(align - 1);
     if (rounded - 1 >= thread_cache::largest_cached) return miss();
-    thread_cache* mine = lookup == cache_lookup::any ? my_cache() : last_used_cache();
+    thread_cache* mine = cache_for<lookup, true>();
     if (mine == nullptr) return miss();
     if (rounded > slab_max_) return blocks(*mine, rounded);
     if (void* p = mine->take_object(rounded, bytes)) return p;
@@ -249,7 +249,7 @@ class caching_pool {
   // True when `p` went into the calling thread's cache; false: deallocate() decides.
   template <cache_lookup lookup = cache_lookup::any>
   [[gnu::always_inline]] bool deallocate_cached(const void* p) {
-    thread_cache* mine = lookup == cache_lookup::any ? my_cache_if_any() : last_used_cache();
+    thread_cache* mine = cache_for<lookup, false>();
     return mine != nullptr && mine->put(p);
   }
   // The same for a front end that finishes either way in a tail call, as allocate_cached_or():
@@ -257,7 +257,7 @@ class caching_pool {
   // `blocks(cache)` to try its bins.
   template <cache_lookup lookup, class Miss, class Blocks>
   [[gnu::always_inline]] void deallocate_cached_or(const void* p, Miss miss, Blocks blocks) {
-    thread_cache* mine = lookup == cache_lookup::any ? my_cache_if_any() : last_used_cache();
+    thread_cache* mine = cache_for<lookup, false>();
     if (mine == nullptr) return miss();
     if (mine->put_object(reinterpret_cast<std::uintptr_t>(p))) return;
     return blocks(*mine);
@@ -414,6 +414,12 @@ class caching_pool {
   thread_cache* my_cache_if_any() {
     const detail::last_thread_cache& last = detail::t_last_cache;
     return last.serial == cache_serial_ ? last.cache : threads_->mine_if_any();
+  }
+  // The cache a fast path asks (cache_lookup): an allocation's (`create`) or a free's.
+  template <cache_lookup lookup, bool create>
+  thread_cache* cache_for() {
+    if constexpr (lookup == cache_lookup::last_used) return last_used_cache();
+    else return create ? my_cache() : my_cache_if_any();
   }
   // The calling thread's cache if this pool was the last it used, else nullptr.
   thread_cache* last_used_cache() const {
