@@ -20,9 +20,9 @@
 // the totals, raise the peaks (a compare-and-swap) and measure the room anew, which steady
 // allocate-free loops do once per push. With one thread allocating, peaks are exact; with
 // several, a peak may miss the other threads' unpushed balances (at most flush_bytes and one
-// block of at most carried_block_limit each). Without that block's allowance, a thread allocating and freeing
-// one block above flush_bytes at a time would push on every call, and two such threads spent most
-// of their time passing the shared totals' cache line between them.
+// block of at most carried_block_limit each). Without that block's allowance, a thread
+// allocating and freeing one block above flush_bytes at a time would push on every call, and two
+// such threads spent most of their time passing the shared totals' cache line between them.
 // Records of threads that ended are reused by new threads, keeping their sums.
 // Thread-safe. The first allocation of a thread takes a mutex (and may allocate its record);
 // reads and resets take it too.
