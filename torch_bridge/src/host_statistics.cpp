@@ -36,18 +36,15 @@ using counters = std::array<std::atomic<std::int64_t>, cells>;
 // read-modify-write instruction) and read by anyone; the rest is the owner's alone.
 struct alignas(64) thread_record {
   counters in{}, out{};
-  std::array<std::int64_t, cells> pushed{};  // of in - out, added to shared::current
+  // in - out not yet added to shared::current, kept beside them so that a check of it loads one
+  // word, not three.
+  std::array<std::int64_t, cells> unpushed{};
   // What the peaks left above the shared totals when this thread last looked (Note [Host
   // statistics]): its unpushed balance may grow this far before a peak needs raising, while
   // shared::epoch is still `epoch_seen`.
   std::uint64_t epoch_seen = 0;
   std::array<std::int64_t, cells> room_side{};        // peak of the cell's side - current
   std::array<std::int64_t, gauge_count> room_total{};  // peak of both sides - current of both
-
-  std::int64_t balance(std::size_t c) const {
-    return in[c].load(std::memory_order_relaxed) - out[c].load(std::memory_order_relaxed);
-  }
-  std::int64_t unpushed(std::size_t c) const { return balance(c) - pushed[c]; }
 };
 
 void add_to(std::atomic<std::int64_t>& a, std::int64_t n) {
@@ -77,10 +74,10 @@ struct host_statistics::shared {
 
   void push(thread_record& r) {
     for (std::size_t c = 0; c < cells; ++c) {
-      const std::int64_t n = r.unpushed(c);
+      const std::int64_t n = r.unpushed[c];
       if (n == 0) continue;
       current[c].fetch_add(n, std::memory_order_relaxed);
-      r.pushed[c] += n;
+      r.unpushed[c] = 0;
     }
     epoch.fetch_add(1, std::memory_order_release);
   }
@@ -94,10 +91,10 @@ struct host_statistics::shared {
         const std::size_t c = cell(g, side);
         const std::int64_t pushed_here = current[c].load(std::memory_order_relaxed);
         std::atomic<std::int64_t>& p = peak[g * alloc::size_class_count + 1 + side];
-        raise(p, pushed_here + r.unpushed(c));
+        raise(p, pushed_here + r.unpushed[c]);
         r.room_side[c] = p.load(std::memory_order_relaxed) - pushed_here;
         shared_total += pushed_here;
-        total += pushed_here + r.unpushed(c);
+        total += pushed_here + r.unpushed[c];
       }
       std::atomic<std::int64_t>& p = peak[g * alloc::size_class_count];
       raise(p, total);
@@ -192,9 +189,9 @@ void host_statistics::allocated(std::size_t reported, std::size_t requested) {
   for (std::size_t g = 0; g < gauge_count; ++g) {
     const std::size_t mine = cell(g, side), other = cell(g, 1 - side);
     add_to(r.in[mine], n[g]);
-    const std::int64_t unpushed = r.unpushed(mine);
+    const std::int64_t unpushed = r.unpushed[mine] += n[g];
     higher = higher || unpushed > r.room_side[mine] ||
-             unpushed + r.unpushed(other) > r.room_total[g];
+             unpushed + r.unpushed[other] > r.room_total[g];
     push = push || std::llabs(unpushed - (carried ? n[g] : 0)) > flush_limit(g);
   }
   if (higher) s.raise_peaks(r);
@@ -206,8 +203,9 @@ void host_statistics::freed(std::size_t reported, std::size_t requested) {
   const auto [side, n] = change_of(reported, requested);
   bool push = false;
   for (std::size_t g = 0; g < gauge_count; ++g) {
-    add_to(r.out[cell(g, side)], n[g]);
-    push = push || std::llabs(r.unpushed(cell(g, side))) > flush_limit(g);
+    const std::size_t c = cell(g, side);
+    add_to(r.out[c], n[g]);
+    push = push || std::llabs(r.unpushed[c] -= n[g]) > flush_limit(g);
   }
   if (push) shared_->push(r);
 }
