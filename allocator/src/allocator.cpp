@@ -74,9 +74,13 @@ byte_limits to_byte_limits(const resolved_limits& r) {
 // none of the slow path's locals (placement copies, strings); and the fast path asks that cache
 // only if the thread used its pool last (cache_lookup::last_used: no call on a hit), leaving the
 // registry lookup to the slow path. A slab object (Note [Slabs] in thread_cache.hpp) is served
-// inline; every other way out of allocate(), allocate_cached() (the torch bridge's CPU tensors)
-// and deallocate() is a tail call (allocate_block/deallocate_block for the bins, then the slow
-// path; allocate_front is the allocations' one shape), so a slab hit saves no registers
+// inline, and before anything else: the policy pool's slab_max and cache serial, and the newest
+// pool's serial, are kept in impl itself (caching_pool::slab_route), so a slab-sized request
+// compares its size and the thread's last cache without loading the pool, and a free looks the
+// pointer up in the calling thread's slab table straight away. Every other way out of
+// allocate(), allocate_cached() (the torch bridge's CPU tensors) and deallocate() is a tail
+// call (allocate_policy_pool and deallocate_above_slabs, then the bins and the slow path;
+// allocate_front is the allocations' one shape), so a slab hit saves no registers
 // (docs/log/2026-12-07-slab-objects-to-2-kib.md: 15 instructions fewer at 256 B, 12
 // more at 4 KiB, no change in time there). With one pool, no global_peak_tracker is fed: that
 // pool's peaks are the total's (Note [Merged peaks]); the second pool attaches the first.
@@ -122,6 +126,13 @@ struct allocator::impl {
   std::atomic<const route*> policy_route{nullptr};  // for a policy other than `local`
   // policy_route's pool, for allocate()'s first test: null until it is resolved, and for `local`.
   std::atomic<caching_pool*> policy_home{nullptr};
+  // The slab routes (caching_pool::slab_route) of policy_home and of the newest pool, for the
+  // inline slab paths of allocate() and deallocate(): a slab_max of 0 until policy_home is set,
+  // and a serial no thread's cache has (serials start at 1) until there is a pool.
+  static constexpr std::uint64_t no_serial = ~std::uint64_t{0};
+  std::atomic<std::size_t> policy_slab_max{0};
+  std::atomic<std::uint64_t> policy_serial{no_serial};
+  std::atomic<std::uint64_t> newest_serial{no_serial};
   std::array<std::atomic<const route*>, max_cached_local_nodes> local_routes{};  // by node
   // Outlives the device entries (it may own what their sources use, like the runtime).
   device_source_factory device_sources;
@@ -170,6 +181,7 @@ struct allocator::impl {
   void add_owner(caching_pool* pool, bool device_memory) {
     entries.push_back(pool_entry{pool, owners.load(std::memory_order_relaxed), device_memory});
     owners.store(&entries.back(), std::memory_order_release);
+    newest_serial.store(pool->slab_route_of().serial, std::memory_order_relaxed);
   }
 
   caching_pool& pool_for(const node_binding& b, coherence kind) {
@@ -262,7 +274,13 @@ struct allocator::impl {
       if (const route* r = slot->load(std::memory_order_acquire)) return *r;
     routes.push_back(std::move(fresh));
     if (slot) slot->store(&routes.back(), std::memory_order_release);
-    if (slot == &policy_route) policy_home.store(routes.back().home, std::memory_order_release);
+    if (slot == &policy_route) {
+      caching_pool* home = routes.back().home;
+      policy_home.store(home, std::memory_order_release);
+      const caching_pool::slab_route slabs = home->slab_route_of();
+      policy_serial.store(slabs.serial, std::memory_order_relaxed);
+      policy_slab_max.store(slabs.slab_max, std::memory_order_release);  // after the serial
+    }
     return routes.back();
   }
 
@@ -282,14 +300,27 @@ struct allocator::impl {
     if (void* p = mine.take(rounded, bytes)) return p;
     return missed(a, bytes);
   }
-  // The front ends' one shape: the policy pool's cache, where a slab hit returns inline and
-  // every other way out is a tail call: `unrouted(a, bytes)` where no policy pool is kept,
-  // `missed(a, bytes)` where its cache cannot serve, the bins and then `missed` above the slab
-  // objects. Both take what they need as arguments and capture at most a pointer, so that the
-  // block path's call passes everything in registers and stays a tail call.
+  // The front ends' one shape: a slab object of the policy pool's cache returns inline, and
+  // every other way out is a tail call: `missed(a, bytes)` where that cache cannot serve, else
+  // allocate_policy_pool. Both take what they need as arguments and capture at most a pointer,
+  // so that the calls pass everything in registers and stay tail calls.
   template <class Unrouted, class Missed>
   [[gnu::always_inline]] static void* allocate_front(allocator& a, std::size_t bytes,
                                                      Unrouted unrouted, Missed missed) {
+    const impl& self = *a.impl_;
+    // A request of 0 wraps around to the largest size here.
+    if (bytes - 1 < self.policy_slab_max.load(std::memory_order_acquire)) {
+      const std::uint64_t serial = self.policy_serial.load(std::memory_order_relaxed);
+      if (void* p = caching_pool::take_slab_object(serial, bytes)) return p;
+      return missed(a, bytes);
+    }
+    return allocate_policy_pool(a, bytes, unrouted, missed);
+  }
+  // Past the slab objects: `unrouted(a, bytes)` where no policy pool is kept, else its cache's
+  // bins (allocate_block), else `missed(a, bytes)`.
+  template <class Unrouted, class Missed>
+  [[gnu::noinline]] static void* allocate_policy_pool(allocator& a, std::size_t bytes,
+                                                      Unrouted unrouted, Missed missed) {
     caching_pool* fixed = a.impl_->policy_home.load(std::memory_order_acquire);
     if (fixed == nullptr) return unrouted(a, bytes);
     return fixed->allocate_cached_or<last_used>(  // Note [Fast path]
@@ -303,6 +334,8 @@ struct allocator::impl {
     return a.impl_->default_route().home->allocate_cached(bytes);
   }
   [[gnu::noinline]] static void deallocate_slow(const pool_entry* first, void* p);
+  // deallocate(p) past the newest pool's slab objects: its bins, then deallocate_slow.
+  [[gnu::noinline]] static void deallocate_above_slabs(allocator& a, void* p);
   // deallocate(p) past the slab objects: the bins, then deallocate_slow.
   [[gnu::noinline]] static void deallocate_block(const pool_entry* first, thread_cache& mine,
                                                  void* p) {
@@ -474,11 +507,18 @@ void* allocator::allocate_from(caching_pool& home, const resolved_placement* res
 void allocator::set_reclaim_hooks(reclaim_hooks hooks) { impl_->hooks = std::move(hooks); }
 
 void allocator::deallocate(void* p) {
+  // No slab object starts at null (thread_cache's no_slab): it takes the way below.
+  const std::uint64_t serial = impl_->newest_serial.load(std::memory_order_relaxed);
+  if (caching_pool::put_slab_object(serial, p)) return;  // Note [Fast front end]
+  impl::deallocate_above_slabs(*this, p);
+}
+
+void allocator::impl::deallocate_above_slabs(allocator& a, void* p) {
   if (p == nullptr) return;
-  const impl::pool_entry* first = impl_->first_pool();
+  const impl::pool_entry* first = a.impl_->first_pool();
   if (first == nullptr) return impl::deallocate_slow(first, p);
-  first->pool->deallocate_cached_or<last_used>(  // Note [Fast path]
-      p, [&] { impl::deallocate_slow(first, p); },
+  first->pool->deallocate_block_cached_or<last_used>(  // Note [Fast path]
+      [&] { impl::deallocate_slow(first, p); },
       [&](thread_cache& mine) { impl::deallocate_block(first, mine, p); });
 }
 

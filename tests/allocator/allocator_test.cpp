@@ -170,23 +170,29 @@ TEST(Allocator, TotalPeakStaysThePeakOfTheSumWhenASecondPoolAppears) {
 // Note [Fast front end]: a free tries the newest pool's thread cache first, then the older
 // pools' caches; a block of an older pool still goes into its thread's cache and is reused.
 TEST(Allocator, ABlockOfAnOlderPoolGoesIntoItsThreadCache) {
-  four_node_allocator f("policy:node:0");
-  void* x = f.a->allocate(4096);  // node 0's pool, the policy's: the first pool
-  void* y = f.a->allocate(4096, {placement{placement_kind::node, 1, {}}, {}});  // the newest
-  f.a->deallocate(x);
-  std::size_t thread_cached = 0;
-  for (const auto& r : f.a->pool_reports(true))
-    for (const auto& seg : r.snapshot.segments)
-      for (const auto& b : seg.blocks) thread_cached += b.thread_cached ? 1 : 0;
-  EXPECT_EQ(thread_cached, 1u) << "x waits in node 0's cache of this thread";
-  EXPECT_EQ(f.a->allocate(4096), x);
-  f.a->deallocate(y);
-  f.a->deallocate(x);
-  EXPECT_THROW(f.a->deallocate(x), umem::error) << "a double free is still caught";
-  const auto stats = f.a->memory_stats();
-  EXPECT_EQ(stats.at("allocation.all.current"), 0);
-  EXPECT_EQ(stats.at("allocation.all.allocated"), 3);
-  EXPECT_EQ(stats.at("requested_bytes.all.freed"), 3 * 4096);
+  // A slab object (where the upstream's segments are aligned to a slab) and a block.
+  for (const std::size_t size : {std::size_t{4096}, std::size_t{8192}}) {
+    SCOPED_TRACE(size);
+    four_node_allocator f("policy:node:0");
+    void* x = f.a->allocate(size);  // node 0's pool, the policy's: the first pool
+    void* y = f.a->allocate(size, {placement{placement_kind::node, 1, {}}, {}});  // the newest
+    f.a->deallocate(x);
+    bool x_thread_cached = false;
+    for (const auto& r : f.a->pool_reports(true))
+      for (const auto& seg : r.snapshot.segments)
+        for (const auto& b : seg.blocks)
+          if (seg.base + b.offset == reinterpret_cast<std::uintptr_t>(x))
+            x_thread_cached = b.thread_cached;
+    EXPECT_TRUE(x_thread_cached) << "x waits in node 0's cache of this thread";
+    EXPECT_EQ(f.a->allocate(size), x);
+    f.a->deallocate(y);
+    f.a->deallocate(x);
+    EXPECT_THROW(f.a->deallocate(x), umem::error) << "a double free is still caught";
+    const auto stats = f.a->memory_stats();
+    EXPECT_EQ(stats.at("allocation.all.current"), 0);
+    EXPECT_EQ(stats.at("allocation.all.allocated"), 3);
+    EXPECT_EQ(stats.at("requested_bytes.all.freed"), static_cast<std::int64_t>(3 * size));
+  }
 }
 
 // The front end asks only the cache its thread used last (Note [Fast front end]): a thread that
@@ -194,13 +200,13 @@ TEST(Allocator, ABlockOfAnOlderPoolGoesIntoItsThreadCache) {
 TEST(Allocator, AThreadAlternatingBetweenPoolsIsServedFromBothCaches) {
   four_node_allocator f("policy:node:0");
   const request node1{placement{placement_kind::node, 1, {}}, {}};
-  void* x = f.a->allocate(4096);
-  void* y = f.a->allocate(4096, node1);
+  void* x = f.a->allocate(8192);
+  void* y = f.a->allocate(8192, node1);
   for (int i = 0; i < 10; ++i) {
     f.a->deallocate(x);
     f.a->deallocate(y);
-    EXPECT_EQ(f.a->allocate(4096), x) << "round " << i;
-    EXPECT_EQ(f.a->allocate(4096, node1), y) << "round " << i;
+    EXPECT_EQ(f.a->allocate(8192), x) << "round " << i;
+    EXPECT_EQ(f.a->allocate(8192, node1), y) << "round " << i;
   }
   const auto stats = f.a->memory_stats();
   EXPECT_EQ(stats.at("cache_hits"), 20);
@@ -217,12 +223,12 @@ TEST(Allocator, AllocateCachedServesOnlyTheThreadsCachedBlocks) {
   for (const char* policy : {"policy:node:0", "policy:local"}) {
     SCOPED_TRACE(policy);
     four_node_allocator f(policy);
-    EXPECT_EQ(f.a->allocate_cached(4096), nullptr) << "nothing is cached yet";
+    EXPECT_EQ(f.a->allocate_cached(8192), nullptr) << "nothing is cached yet";
     EXPECT_EQ(f.a->memory_stats().at("allocation.all.allocated"), 0);
-    void* x = f.a->allocate(4096);
+    void* x = f.a->allocate(8192);
     f.a->deallocate(x);
-    EXPECT_EQ(f.a->allocate_cached(4096), x);
-    EXPECT_EQ(f.a->allocate_cached(4096), nullptr) << "the cache held one block";
+    EXPECT_EQ(f.a->allocate_cached(8192), x);
+    EXPECT_EQ(f.a->allocate_cached(8192), nullptr) << "the cache held one block";
     const auto stats = f.a->memory_stats();
     EXPECT_EQ(stats.at("allocation.all.current"), 1);
     EXPECT_EQ(stats.at("allocation.all.allocated"), 2);

@@ -125,7 +125,7 @@ TEST(reclaim_ladder, a_pool_asks_the_upstream_once_per_rung_and_throws_once) {
   cfg.thread_cache_bytes = 1 * MiB;
   caching_pool pool(up, node0, coherence::fine, cfg);
   void* big = pool.allocate(6 * MiB);            // the growable segment, 6 MiB
-  pool.deallocate(pool.allocate(4 * KiB));       // a 2 MiB small segment, its block thread-cached
+  pool.deallocate(pool.allocate(8 * KiB));       // a 2 MiB small segment, its block thread-cached
   ASSERT_EQ(up.outstanding_bytes(), 8 * MiB);
   const std::size_t grows = up.grow_calls();
   const std::size_t allocs = up.allocate_calls() + up.allocate_growable_calls();
@@ -139,7 +139,7 @@ TEST(reclaim_ladder, a_pool_asks_the_upstream_once_per_rung_and_throws_once) {
     for (const char* part :
          {"allocating 4194304 bytes", "node 0 (bind), fine",
           "the upstream has no memory to grow the expandable segment",
-          "even after giving back thread caches (4096 bytes), trim (2097152 bytes)",
+          "even after giving back thread caches (8192 bytes), trim (2097152 bytes)",
           "pool stats: allocated 6291456 bytes"})
       EXPECT_NE(m.find(part), std::string::npos) << part << " in " << m;
   }
@@ -198,7 +198,7 @@ TEST(reclaim_ladder, the_allocator_climbs_every_rung_once_in_order_then_throws_o
   owner_fixture o;
   void* keep = o.f.a->allocate(4 * MiB);  // node 1's growable segment
   o.held = o.f.a->allocate(2 * MiB);      // grows it to 6 MiB
-  o.f.a->deallocate(o.f.a->allocate(4 * KiB));  // a small segment: 8 MiB outstanding
+  o.f.a->deallocate(o.f.a->allocate(8 * KiB));  // a small segment: 8 MiB outstanding
   const std::size_t failed = o.f.upstream->failed_calls();
   reclaim_report report;
   request r;

@@ -2,7 +2,7 @@
 // caching_pool.hpp): where objects are, exact statistics, double and bad frees, frees on other
 // threads, trim, running out, a thread's exit, the snapshot, and an upstream whose segments are not
 // aligned to a slab. Expected values are worked out by hand: 64 KiB slabs of 256-byte granules in
-// 2 MiB segments aligned to 64 KiB (fake_upstream's default alignment); objects of 256 to 2048
+// 2 MiB segments aligned to 64 KiB (fake_upstream's default alignment); objects of 256 to 4096
 // bytes in steps of 256.
 #include <gtest/gtest.h>
 
@@ -102,20 +102,24 @@ TEST(slabs, each_size_class_has_its_own_slab_and_larger_requests_take_blocks) {
   void* o768 = pool.allocate(513);
   void* o1280 = pool.allocate(1025);
   void* o2048 = pool.allocate(2048);
-  void* block = pool.allocate(2049);
+  void* o2304 = pool.allocate(2049);
+  void* o4096 = pool.allocate(4096);
+  void* block = pool.allocate(4097);
   EXPECT_EQ(pool.block_size(o512), 512u);
   EXPECT_EQ(pool.block_size(o768), 768u);
   EXPECT_EQ(pool.block_size(o1280), 1280u);
   EXPECT_EQ(pool.block_size(o2048), 2048u);
-  EXPECT_EQ(pool.block_size(block), 2304u);
-  for (void* p : {o512, o768, o1280, o2048}) {
+  EXPECT_EQ(pool.block_size(o2304), 2304u);
+  EXPECT_EQ(pool.block_size(o4096), 4096u);
+  EXPECT_EQ(pool.block_size(block), 4352u);
+  for (void* p : {o512, o768, o1280, o2048, o2304, o4096}) {
     EXPECT_EQ(at(p) % slab_bytes, 0u);
     EXPECT_NE(at(p) / slab_bytes, at(o256) / slab_bytes);
   }
   EXPECT_EQ(gauge(pool.stats(), metric::allocated_bytes).current,
-            256 + 512 + 768 + 1280 + 2048 + 2304);
+            256 + 512 + 768 + 1280 + 2048 + 2304 + 4096 + 4352);
   EXPECT_EQ(up.allocate_calls(), 2u);  // one slab segment, one small segment for the block
-  for (void* p : {o256, o512, o768, o1280, o2048, block}) pool.deallocate(p);
+  for (void* p : {o256, o512, o768, o1280, o2048, o2304, o4096, block}) pool.deallocate(p);
   EXPECT_EQ(gauge(pool.stats(), metric::allocation).current, 0);
 }
 
@@ -380,7 +384,7 @@ TEST(slabs, stress_with_frees_on_other_threads_and_concurrent_trims) {
       std::mt19937 rng(static_cast<unsigned>(t));
       std::vector<std::pair<void*, std::uint64_t>> mine;
       for (int i = 0; i < rounds; ++i) {
-        const std::size_t size = 1 + rng() % 2048;
+        const std::size_t size = 1 + rng() % 4096;
         void* q = pool.allocate(size);
         const std::uint64_t tag = (static_cast<std::uint64_t>(t) << 32) | static_cast<unsigned>(i);
         *static_cast<std::uint64_t*>(q) = tag;

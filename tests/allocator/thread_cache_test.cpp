@@ -63,42 +63,42 @@ bool held_by_caller(const pool_snapshot& s, const void* p) {
 TEST(thread_cache, a_freed_block_is_reused_by_its_thread_and_counted_as_free) {
   fake_upstream up;
   caching_pool pool(up, node0, coherence::fine, cached());
-  void* p = pool.allocate(3000);  // 3072-byte block (above the slabs' objects)
+  void* p = pool.allocate(6000);  // 6144-byte block (above the slabs' objects)
   pool.deallocate(p);
   pool_stats s = pool.stats();
   EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 0);
-  EXPECT_EQ(gauge(s, metric::allocated_bytes).freed, 3072);
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).freed, 6144);
   EXPECT_EQ(gauge(s, metric::allocation).current, 0);
   EXPECT_EQ(gauge(s, metric::reserved_bytes).current, static_cast<std::int64_t>(2 * MiB));
   EXPECT_EQ(count_state(pool.snapshot(), true, false), 1u);  // the block, cached
   EXPECT_NE(to_json(pool.snapshot()).find(R"("state":"thread_cached")"), std::string::npos);
 
-  void* q = pool.allocate(2900);  // same 3072-byte block from the cache
+  void* q = pool.allocate(5900);  // same 6144-byte block from the cache
   EXPECT_EQ(q, p);
-  EXPECT_EQ(pool.block_size(q), 3072u);
+  EXPECT_EQ(pool.block_size(q), 6144u);
   s = pool.stats();
   EXPECT_EQ(s[counter::cache_hits], 1);  // the first allocation needed a segment
-  EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 3072);
-  EXPECT_EQ(gauge(s, metric::allocated_bytes).allocated, 6144);
-  EXPECT_EQ(gauge(s, metric::requested_bytes).current, 2900);
-  EXPECT_EQ(gauge(s, metric::requested_bytes, size_class::small_pool).current, 2900);
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 6144);
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).allocated, 12288);
+  EXPECT_EQ(gauge(s, metric::requested_bytes).current, 5900);
+  EXPECT_EQ(gauge(s, metric::requested_bytes, size_class::small_pool).current, 5900);
   EXPECT_EQ(gauge(s, metric::allocation).allocated, 2);
   EXPECT_EQ(up.allocate_calls(), 1u);
   pool.deallocate(q);
   EXPECT_EQ(gauge(pool.stats(), metric::requested_bytes).current, 0);
-  EXPECT_EQ(gauge(pool.stats(), metric::requested_bytes).freed, 5900);
+  EXPECT_EQ(gauge(pool.stats(), metric::requested_bytes).freed, 11900);
 }
 
 TEST(thread_cache, a_larger_request_of_the_same_class_is_not_served_by_a_smaller_block) {
   fake_upstream up;
   caching_pool pool(up, node0, coherence::fine, cached());
-  // 2304 and 2560 bytes share the class (2 KiB, 2.5 KiB]; the cached 2304 block cannot serve 2560.
-  void* small = pool.allocate(2304);
+  // 4352 and 4608 bytes share the class (4 KiB, 4.5 KiB]; the cached 4352 block cannot serve 4608.
+  void* small = pool.allocate(4352);
   pool.deallocate(small);
-  void* larger = pool.allocate(2560);
+  void* larger = pool.allocate(4608);
   EXPECT_NE(larger, small);
-  EXPECT_GE(pool.block_size(larger), 2560u);
-  void* again = pool.allocate(2304);
+  EXPECT_GE(pool.block_size(larger), 4608u);
+  void* again = pool.allocate(4352);
   EXPECT_EQ(again, small);
   pool.deallocate(larger);
   pool.deallocate(again);
@@ -110,49 +110,49 @@ TEST(thread_cache, a_bin_keeps_eight_blocks_and_hands_out_the_last_freed_first) 
   fake_upstream up;
   caching_pool pool(up, node0, coherence::fine, cached());
   std::vector<void*> p;
-  for (int i = 0; i < 9; ++i) p.push_back(pool.allocate(4 * KiB));
+  for (int i = 0; i < 9; ++i) p.push_back(pool.allocate(8 * KiB));
   for (void* q : p) pool.deallocate(q);
   EXPECT_EQ(count_state(pool.snapshot(), true, false), 8u);  // the ninth went to the pool
   const std::int64_t hits_before = pool.stats()[counter::cache_hits];
   for (int i = 7; i >= 0; --i) {
-    void* q = pool.allocate(4000);
+    void* q = pool.allocate(8000);
     EXPECT_EQ(q, p[static_cast<std::size_t>(i)]) << "hit " << 8 - i;
-    EXPECT_EQ(pool.block_size(q), 4 * KiB);
+    EXPECT_EQ(pool.block_size(q), 8 * KiB);
   }
   pool_stats s = pool.stats();
   EXPECT_EQ(s[counter::cache_hits], hits_before + 8);
   EXPECT_EQ(gauge(s, metric::allocation).current, 8);
-  EXPECT_EQ(gauge(s, metric::requested_bytes).current, 8 * 4000);
+  EXPECT_EQ(gauge(s, metric::requested_bytes).current, 8 * 8000);
   EXPECT_EQ(count_state(pool.snapshot(), true, false), 0u);
   for (int i = 0; i < 8; ++i) pool.deallocate(p[static_cast<std::size_t>(i)]);
   s = pool.stats();
   EXPECT_EQ(gauge(s, metric::allocation).current, 0);
-  EXPECT_EQ(gauge(s, metric::allocated_bytes).freed, static_cast<std::int64_t>(17 * 4 * KiB));
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).freed, static_cast<std::int64_t>(17 * 8 * KiB));
   EXPECT_EQ(pool.trim(), 2 * MiB);  // every block back: one free segment
 }
 
 TEST(thread_cache, double_free_on_the_same_thread_is_reported_and_changes_nothing) {
   fake_upstream up;
   caching_pool pool(up, node0, coherence::fine, cached());
-  void* p = pool.allocate(4096);
+  void* p = pool.allocate(8192);
   pool.deallocate(p);
   const pool_stats before = pool.stats();
   EXPECT_NE(misuse_of([&] { pool.deallocate(p); }).find("double free"), std::string::npos);
   EXPECT_EQ(pool.stats(), before);
-  EXPECT_EQ(pool.allocate(4096), p);  // handed out once, not twice
-  EXPECT_NE(pool.allocate(4096), p);
+  EXPECT_EQ(pool.allocate(8192), p);  // handed out once, not twice
+  EXPECT_NE(pool.allocate(8192), p);
 }
 
 TEST(thread_cache, double_free_on_another_thread_is_reported) {
   fake_upstream up;
   caching_pool pool(up, node0, coherence::fine, cached());
-  void* p = pool.allocate(4096);
+  void* p = pool.allocate(8192);
   pool.deallocate(p);  // now in this thread's cache
   std::string message;
   on_other_thread([&] { message = misuse_of([&] { pool.deallocate(p); }); });
   EXPECT_NE(message.find("double free"), std::string::npos) << message;
   EXPECT_NE(message.find("thread's cache"), std::string::npos) << message;
-  EXPECT_EQ(pool.allocate(4096), p);
+  EXPECT_EQ(pool.allocate(8192), p);
 }
 
 TEST(thread_cache, a_block_freed_on_another_thread_goes_back_to_the_pool_once) {
@@ -190,11 +190,11 @@ TEST(thread_cache, trim_takes_blocks_back_from_a_living_thread) {
   std::barrier sync(2);
   void* p = nullptr;
   std::thread worker([&] {
-    p = pool.allocate(64 * KiB);
+    p = pool.allocate(68 * KiB);
     pool.deallocate(p);  // cached by the worker
     sync.arrive_and_wait();
     sync.arrive_and_wait();  // main trimmed meanwhile
-    void* again = pool.allocate(64 * KiB);
+    void* again = pool.allocate(68 * KiB);
     pool.deallocate(again);
   });
   sync.arrive_and_wait();
@@ -204,7 +204,7 @@ TEST(thread_cache, trim_takes_blocks_back_from_a_living_thread) {
   EXPECT_EQ(pool.snapshot().segments.size(), 0u);
   const pool_stats s = pool.stats();
   EXPECT_EQ(gauge(s, metric::allocated_bytes).current, 0);
-  EXPECT_EQ(gauge(s, metric::allocated_bytes).freed, static_cast<std::int64_t>(64 * KiB));
+  EXPECT_EQ(gauge(s, metric::allocated_bytes).freed, static_cast<std::int64_t>(68 * KiB));
   sync.arrive_and_wait();
   worker.join();  // the worker's cache was emptied: its allocation needed a new segment
   EXPECT_EQ(up.allocate_calls(), 2u);
@@ -224,16 +224,16 @@ TEST(thread_cache, a_bin_emptied_by_a_trim_is_refilled_and_serves_only_new_block
   void* miss = nullptr;
   bool pool_handed_out_miss = false;
   std::thread worker([&] {
-    a = pool.allocate(4 * KiB);
-    b = pool.allocate(4 * KiB);
-    c = pool.allocate(4 * KiB);
+    a = pool.allocate(8 * KiB);
+    b = pool.allocate(8 * KiB);
+    c = pool.allocate(8 * KiB);
     pool.deallocate(a);
     pool.deallocate(b);  // the bin: b on top of a
     sync.arrive_and_wait();
     sync.arrive_and_wait();  // main trimmed meanwhile
     pool.deallocate(c);
-    hit = pool.allocate(4 * KiB);
-    miss = pool.allocate(4 * KiB);
+    hit = pool.allocate(8 * KiB);
+    miss = pool.allocate(8 * KiB);
     pool_handed_out_miss = held_by_caller(pool.snapshot(), miss);  // not a taken block's ghost
     pool.deallocate(hit);
     pool.deallocate(miss);
@@ -291,7 +291,7 @@ TEST(thread_cache, a_failure_after_taking_cached_blocks_back_counts_one_oom) {
   fake_upstream up(2 * MiB);
   caching_pool pool(up, node0, coherence::fine, cached());
   void* held = pool.allocate(512 * KiB);
-  pool.deallocate(pool.allocate(4 * KiB));  // cached
+  pool.deallocate(pool.allocate(8 * KiB));  // cached
   try {
     pool.allocate(2 * MiB);
     ADD_FAILURE() << "expected out_of_memory";
@@ -370,7 +370,7 @@ TEST(thread_cache, a_big_block_is_reused_by_its_thread_while_it_hits) {
 TEST(thread_cache, a_big_miss_gives_the_threads_big_blocks_back_to_the_pool_first) {
   fake_upstream up;
   caching_pool pool(up, node0, coherence::fine, cached());
-  void* small = pool.allocate(4 * KiB);
+  void* small = pool.allocate(8 * KiB);
   void* a = pool.allocate(6 * MiB);
   void* b = pool.allocate(10 * MiB);
   pool.deallocate(small);
@@ -397,7 +397,7 @@ TEST(thread_cache, a_thread_may_outlive_the_pool_its_cache_belongs_to) {
   std::barrier sync(2);
   auto pool = std::make_unique<caching_pool>(up, node0, coherence::fine, cached());
   std::thread worker([&] {
-    pool->deallocate(pool->allocate(4 * KiB));
+    pool->deallocate(pool->allocate(8 * KiB));
     sync.arrive_and_wait();
     sync.arrive_and_wait();  // the pool is gone; exiting must not touch it
   });
@@ -408,7 +408,7 @@ TEST(thread_cache, a_thread_may_outlive_the_pool_its_cache_belongs_to) {
   worker.join();
   // A new pool (perhaps at the same address) starts with an empty cache for this thread.
   caching_pool next(up, node0, coherence::fine, cached());
-  void* p = next.allocate(4 * KiB);
+  void* p = next.allocate(8 * KiB);
   EXPECT_EQ(next.stats()[counter::cache_hits], 0);
   next.deallocate(p);
 }
@@ -416,7 +416,7 @@ TEST(thread_cache, a_thread_may_outlive_the_pool_its_cache_belongs_to) {
 TEST(thread_cache, off_means_every_free_goes_to_the_pool) {
   fake_upstream up;
   caching_pool pool(up, node0, coherence::fine, cached(0));
-  pool.deallocate(pool.allocate(4 * KiB));
+  pool.deallocate(pool.allocate(8 * KiB));
   EXPECT_EQ(count_state(pool.snapshot(), true, false), 0u);
   EXPECT_EQ(pool.stats()[counter::cache_hits], 0);
 }
@@ -426,11 +426,11 @@ TEST(thread_cache, peaks_are_exact_without_caches_and_bounded_by_them_with) {
   for (std::size_t capacity : {std::size_t{0}, 64 * MiB}) {
     fake_upstream up;
     caching_pool pool(up, node0, coherence::fine, cached(capacity));
-    void* a = pool.allocate(4 * KiB);
+    void* a = pool.allocate(8 * KiB);
     pool.deallocate(a);
-    void* b = pool.allocate(8 * KiB);  // a is cached (capacity != 0) while b is handed out
+    void* b = pool.allocate(16 * KiB);  // a is cached (capacity != 0) while b is handed out
     const std::int64_t peak = gauge(pool.stats(), metric::allocated_bytes).peak;
-    EXPECT_EQ(peak, static_cast<std::int64_t>(capacity == 0 ? 8 * KiB : 12 * KiB)) << capacity;
+    EXPECT_EQ(peak, static_cast<std::int64_t>(capacity == 0 ? 16 * KiB : 24 * KiB)) << capacity;
     pool.deallocate(b);
   }
 }

@@ -31,8 +31,8 @@
 //     torch.cuda.memory.change_current_allocator (enabling.py:184). at::detail::empty_generic
 //     (aten/src/ATen/EmptyTensor.cpp) makes the storage with that allocator's allocate(nbytes).
 //  2. Extension mode: that allocator is umem_cuda_allocator (this file), made by
-//     extension.make_allocator (enabling.py:179). Its allocate() (umem_cuda_allocator.cpp:167)
-//     calls umem_alloc(), which calls fn.umem_torch_extension_alloc (umem_cuda_allocator.cpp:560):
+//     extension.make_allocator (enabling.py:179). Its allocate() (umem_cuda_allocator.cpp:168)
+//     calls umem_alloc(), which calls fn.umem_torch_extension_alloc (umem_cuda_allocator.cpp:561):
 //     a pointer into libumem_torch.so that the Python package passed to install()
 //     (_extension.py:122) and take_library_functions (library_functions.hpp:39) took, so that the
 //     library is loaded once. Pluggable mode: the allocator is PyTorch's CUDAPluggableAllocator
@@ -45,20 +45,21 @@
 //     cache_->reuse (bridge.cpp:339, stream_ordered_cache.cpp); else bridge::allocate_capped
 //     (bridge.cpp:270) asks umem's allocator, alloc_->allocate (bridge.cpp:270), under the memory
 //     fraction's cap.
-//  5. The allocator: allocator::allocate (allocator.cpp:397) takes a cached block of the policy's
+//  5. The allocator: allocator::allocate (allocator.cpp:426) takes a cached block of the policy's
 //     pool, allocate_cached_or (caching_pool.hpp:238), without a lock where it can (Note [Fast
-//     path]); else it resolves the device's placement and allocator::allocate_from (allocator.cpp:421)
+//     path]); else it resolves the device's placement and allocator::allocate_from (allocator.cpp:450)
 //     tries the pool of its NUMA node, caching_pool::try_allocate (caching_pool.cpp:249): a cached
 //     block, else a new segment; out of memory, the reclaim ladder.
-// On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:601), whose free()
-// calls fn.umem_torch_extension_release (umem_cuda_allocator.cpp:197) and so
+// On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:602), whose free()
+// calls fn.umem_torch_extension_release (umem_cuda_allocator.cpp:198) and so
 // umem_torch_extension_release (enabling.cpp:182); in pluggable mode CUDAPluggableAllocator's
 // raw_delete calls umem_torch_pluggable_free (enabling.cpp:155). Both call bridge::deallocate
 // (bridge.cpp:366): a block of the device's sole stream goes straight back to the allocator;
 // others wait in the stream-ordered cache, cache_->deallocate (bridge.cpp:366, Note
 // [Stream-ordered reuse] in umem_torch.h), until their streams' work is done, then
-// bridge::released (bridge.cpp:186) hands them to allocator::deallocate (allocator.cpp:476),
-// which returns them to their pool: deallocate_cached_or (caching_pool.hpp:259), else
+// bridge::released (bridge.cpp:186) hands them to allocator::deallocate (allocator.cpp:505),
+// which returns them to their pool: an object of the calling thread's slabs, put_slab_object
+// (caching_pool.hpp:264), else its bins, deallocate_block_cached_or (caching_pool.hpp:278), else
 // caching_pool::deallocate_if_owned (caching_pool.cpp:525).
 //
 // Releases: one source for PyTorch 2.6 to 2.14 (Note [PyTorch releases] in torch_compat.hpp).

@@ -888,7 +888,7 @@ void caching_pool::attach_global(global_peak_tracker& global) {
 void* caching_pool::allocate_object(thread_cache& mine, std::size_t rounded, std::size_t bytes,
                                     std::size_t headroom, std::string& why) {
   const std::size_t k = thread_cache::slab_class_of(rounded);
-  if (mine.refill(k)) return mine.take_object(rounded, bytes);
+  if (mine.refill(k)) return mine.take_object(bytes);
   std::lock_guard lock(mutex_);
   const headroom_scope bound(*this, headroom);
   slab* sl = new_slab(k, mine, why);
@@ -897,7 +897,7 @@ void* caching_pool::allocate_object(thread_cache& mine, std::size_t rounded, std
     release_slab(sl);
     return nullptr;
   }
-  return mine.take_object(rounded, bytes);
+  return mine.take_object(bytes);
 }
 
 slab* caching_pool::new_slab(std::size_t k, thread_cache& owner, std::string& why) {

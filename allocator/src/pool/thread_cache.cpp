@@ -33,6 +33,7 @@ thread_cache_totals& thread_cache_totals::operator+=(const thread_cache_totals& 
 thread_cache::thread_cache(std::size_t capacity_bytes, std::size_t small_max)
     : small_max_(small_max), room_(static_cast<std::int64_t>(capacity_bytes)) {
   for (std::size_t i = big_bin_first; i < bin_count; ++i) bins_[i].limit = slots_of(i) - 1;
+  for (auto& base : slab_bases_) base.store(no_slab, std::memory_order_relaxed);
 }
 
 void thread_cache::steal(std::vector<block*>& out) {
@@ -105,9 +106,9 @@ bool thread_cache::adopt(slab* s) {
     return false;  // the caller gives the slab back
   }
   active_[s->size_class] = s;  // the one it replaces has no free object (refill said so)
-  slab_entry& e = slab_table_[slab::granule_of(s->base) % slab_table_entries];
-  e.granule.store(slab::granule_of(s->base), std::memory_order_relaxed);
-  e.s.store(s, std::memory_order_relaxed);
+  const std::size_t slot = slab_slot_of(s);
+  slab_bases_[slot].store(s->base, std::memory_order_relaxed);
+  slab_of_slot_[slot].store(s, std::memory_order_relaxed);
   return true;
 }
 
@@ -148,10 +149,10 @@ void thread_cache::steal_slabs(std::vector<slab*>& released, std::vector<slab*>*
       continue;
     }
     if (active_[s->size_class] == s) active_[s->size_class] = nullptr;
-    slab_entry& e = slab_table_[slab::granule_of(s->base) % slab_table_entries];
-    if (e.s.load(std::memory_order_relaxed) == s) {
-      e.granule.store(0, std::memory_order_relaxed);
-      e.s.store(nullptr, std::memory_order_relaxed);
+    const std::size_t slot = slab_slot_of(s);
+    if (slab_of_slot_[slot].load(std::memory_order_relaxed) == s) {
+      slab_bases_[slot].store(no_slab, std::memory_order_relaxed);
+      slab_of_slot_[slot].store(nullptr, std::memory_order_relaxed);
     }
   }
   slabs_ = std::move(kept);

@@ -243,8 +243,27 @@ class caching_pool {
     thread_cache* mine = cache_for<lookup, true>();
     if (mine == nullptr) return miss();
     if (rounded > slab_max_) return blocks(*mine, rounded);
-    if (void* p = mine->take_object(rounded, bytes)) return p;
+    if (void* p = mine->take_object(bytes)) return p;
     return miss();
+  }
+  // What a front end keeps of this pool to serve slab objects without loading the pool (Note
+  // [Fast front end] in allocator.cpp): requests of 1 to slab_max bytes are slab objects (0:
+  // none), found in the cache of the thread that used this pool last, by `serial`.
+  struct slab_route {
+    std::uint64_t serial = 0;
+    std::size_t slab_max = 0;
+  };
+  slab_route slab_route_of() const { return {cache_serial_, slab_max_}; }
+  // A slab object for a request of 1 to slab_max bytes from the cache of `serial` (a
+  // slab_route's), or nullptr (then allocate() decides), as allocate_cached_or() does.
+  [[gnu::always_inline]] static void* take_slab_object(std::uint64_t serial, std::size_t bytes) {
+    thread_cache* mine = last_used_cache(serial);
+    return mine == nullptr ? nullptr : mine->take_object(bytes);
+  }
+  // True when `p` was a live slab object of the cache of `serial` and is now free there.
+  [[gnu::always_inline]] static bool put_slab_object(std::uint64_t serial, const void* p) {
+    thread_cache* mine = last_used_cache(serial);
+    return mine != nullptr && mine->put_object(reinterpret_cast<std::uintptr_t>(p));
   }
   // True when `p` went into the calling thread's cache; false: deallocate() decides.
   template <cache_lookup lookup = cache_lookup::any>
@@ -252,14 +271,13 @@ class caching_pool {
     thread_cache* mine = cache_for<lookup, false>();
     return mine != nullptr && mine->put(p);
   }
-  // The same for a front end that finishes either way in a tail call, as allocate_cached_or():
-  // `miss()` where the calling thread has no cache here or `p` is no live object of its slabs,
-  // `blocks(cache)` to try its bins.
+  // The same past the slab objects (the caller asked put_slab_object), for a front end that
+  // finishes either way in a tail call, as allocate_cached_or(): `miss()` where the calling
+  // thread has no cache here, `blocks(cache)` to try its bins.
   template <cache_lookup lookup, class Miss, class Blocks>
-  [[gnu::always_inline]] void deallocate_cached_or(const void* p, Miss miss, Blocks blocks) {
+  [[gnu::always_inline]] void deallocate_block_cached_or(Miss miss, Blocks blocks) {
     thread_cache* mine = cache_for<lookup, false>();
     if (mine == nullptr) return miss();
-    if (mine->put_object(reinterpret_cast<std::uintptr_t>(p))) return;
     return blocks(*mine);
   }
   // Returns a block from allocate() to the cache; nullptr is ignored. Throws
@@ -418,13 +436,13 @@ class caching_pool {
   // The cache a fast path asks (cache_lookup): an allocation's (`create`) or a free's.
   template <cache_lookup lookup, bool create>
   thread_cache* cache_for() {
-    if constexpr (lookup == cache_lookup::last_used) return last_used_cache();
+    if constexpr (lookup == cache_lookup::last_used) return last_used_cache(cache_serial_);
     else return create ? my_cache() : my_cache_if_any();
   }
-  // The calling thread's cache if this pool was the last it used, else nullptr.
-  thread_cache* last_used_cache() const {
+  // The calling thread's cache if the pool of `serial` was the last it used, else nullptr.
+  [[gnu::always_inline]] static thread_cache* last_used_cache(std::uint64_t serial) {
     const detail::last_thread_cache& last = detail::t_last_cache;
-    if (last.serial != cache_serial_) return nullptr;
+    if (last.serial != serial) return nullptr;
     // Serials start at 1 and come only with a cache (thread_cache_registry.cpp).
     if (last.cache == nullptr) __builtin_unreachable();
     return last.cache;

@@ -49,9 +49,10 @@
 // (docs/log/2026-12-04-before-fast-path.md: what that cost at 64 KiB).
 //
 // Note [Slabs]
-// Requests of at most slab_max bytes are objects of slabs (slab.hpp), not blocks: a block costs a
-// record, a table entry on every allocation and a pool lock on every miss, and at 256 bytes that
-// was most of an allocate() and deallocate() (docs/log/2026-12-06-small-size-slab-estimate.md).
+// Requests of at most slab_max (4 KiB) bytes are objects of slabs (slab.hpp), not blocks: a block
+// costs a record, a table entry on every allocation and a pool lock on every miss, and at 256
+// bytes that was most of an allocate() and deallocate()
+// (docs/log/2026-12-06-small-size-slab-estimate.md). A 64 KiB slab holds 16 objects of 4 KiB.
 // A thread owns the slabs it took from the pool; per size class one is active (allocations pop
 // its stack of free objects) and a table keyed by the 64 KiB granule finds the owned slab of a
 // freed pointer. What stays as with blocks:
@@ -60,9 +61,10 @@
 //   lock to the slab's remote stack, which the owner takes over when its active slab runs out.
 // - Statistics: each object is one allocation of the small class, counted by the thread
 //   (single-writer counters, one count and one requested sum per class and direction: the
-//   bytes follow from the class) or by the pool for frees on other threads. The pool counts a
-//   slab it hands out as allocated in its own figures (for peaks, as a cached block) and takes
-//   that back out of callers' totals (Note [Statistics with thread caches]).
+//   bytes follow from the class; the owner's alone, so counted after its section) or by the
+//   pool for frees on other threads. The pool counts a slab it hands out as allocated in its own
+//   figures (for peaks, as a cached block) and takes that back out of callers' totals (Note
+//   [Statistics with thread caches]).
 // - trim(), out-of-memory retries and reset_peak_stats() take every slab whose objects are all
 //   free (steal()); a thread's exit gives those back and leaves the others to the pool, which
 //   frees their objects under its lock and releases each slab when its last object is freed.
@@ -140,13 +142,13 @@ class thread_cache {
   std::size_t return_big(std::span<block*, big_bins> out);
 
   // Slabs (Note [Slabs]): requests of at most slab_max bytes.
-  static constexpr std::size_t slab_max = 2048;
+  static constexpr std::size_t slab_max = 4096;
   static constexpr std::size_t slab_classes = slab_max / 256;
   static constexpr std::size_t slab_class_of(std::size_t rounded) { return (rounded >> 8) - 1; }
   // --- Owner thread only. ---
-  // An object of `rounded` (<= slab_max) bytes from the class's active slab, now live for
-  // `request`, or nullptr (none active, it is empty, or a steal is pending). Inline, always.
-  void* take_object(std::size_t rounded, std::size_t request);
+  // An object for a request of 1 to slab_max bytes from its class's active slab, now live, or
+  // nullptr (none active, it is empty, or a steal is pending). Inline, always.
+  void* take_object(std::size_t request);
   // The slow path of take_object: makes a slab of the class with free objects active (the active
   // one after taking over its remote frees, else another this thread owns); false when none has
   // a free object or a steal is pending.
@@ -253,9 +255,29 @@ class thread_cache {
     stolen_seen_ = stolen;
     return static_cast<std::int64_t>(size) <= room_;
   }
-  // Single-writer counter update: no locked instruction on the fast path.
+  // Single-writer counter update: no locked instruction on the fast path. On x86-64 one add to
+  // memory, where the load-add-store of two relaxed atomics costs three instructions (compilers do
+  // not fuse atomic accesses): its store is an aligned 8-byte store, which readers see whole (the
+  // Intel SDM's "Guaranteed Atomic Operations"), and no other thread writes the counter. Under
+  // ThreadSanitizer, which cannot see into the asm, the portable form.
   [[gnu::always_inline]] static void bump(std::atomic<std::int64_t>& a, std::int64_t d) {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+    static_assert(sizeof(a) == 8 && alignof(std::atomic<std::int64_t>) == 8);
+    asm volatile("addq %1, %0" : "+m"(a) : "er"(d));
+#else
     a.store(a.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+#endif
+  }
+  // A count and a sum side by side, as one asm statement where bump is one: as two, GCC added the
+  // counters' offset to a base register first (an instruction more per allocation and free).
+  [[gnu::always_inline]] static void bump_pair(std::atomic<std::int64_t>& count,
+                                               std::atomic<std::int64_t>& sum, std::int64_t d) {
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+    asm volatile("addq $1, %0\n\taddq %2, %1" : "+m"(count), "+m"(sum) : "er"(d));
+#else
+    bump(count, 1);
+    bump(sum, d);
+#endif
   }
 
   // Per slab class and direction: the bytes are the count times the class's size.
@@ -263,21 +285,37 @@ class thread_cache {
     std::atomic<std::int64_t> alloc_count{0}, alloc_requested{0};
     std::atomic<std::int64_t> free_count{0}, free_requested{0};
   };
-  // An owned slab by its 64 KiB granule (slab::granule_of); granule 0: empty. Direct-mapped: a
-  // slab that loses its entry to another is still owned, and its objects' frees take the pool's
-  // path (the remote stack). A stealer clears the entries of the slabs it takes, so the owner
-  // reads the granule once before its section (is it a slab's?) and again inside it. Relaxed
-  // atomics: those reads cost a plain load.
-  struct slab_entry {
-    std::atomic<std::uintptr_t> granule{0};
-    std::atomic<slab*> s{nullptr};
-  };
+  // The owned slabs by their 64 KiB granule (slab::granule_of), in two arrays indexed alike, so
+  // that a lookup is one scaled load and compare: slab_bases_ and slab_of_slot_. A free compares
+  // its address with bits 8-15 cleared (object_key) against the base: equal only for the start of
+  // a 256-byte granule of that slab. An empty entry holds no_slab, which has those bits set, so
+  // no address matches it (null included). Direct-mapped: a slab that loses its entry to another
+  // is still owned, and its objects' frees take the pool's path (the remote stack). A stealer
+  // clears the entries of the slabs it takes, so the owner reads them inside its section only.
+  // Relaxed atomics: those reads cost a plain load.
   static constexpr std::size_t slab_table_entries = 256;
+  static constexpr std::uintptr_t no_slab = ~std::uintptr_t{0};
+  static constexpr std::uintptr_t object_key(std::uintptr_t address) {
+    return address & ~std::uintptr_t{0xff00};
+  }
+  static std::size_t slab_slot_of(const slab* s) {
+    return slab::granule_of(s->base) % slab_table_entries;
+  }
   void list_partial(slab* s) {
     s->in_partial = true;
     s->next_partial = partial_[s->size_class];
     partial_[s->size_class] = s;
   }
+  // take_object's part inside the owner's section: the address of an object of class `k`, now
+  // live for `request`, or 0 (no object starts at 0).
+  std::uintptr_t pop_object(std::size_t k, std::uint32_t request);
+  // put_object's part inside the owner's section: the freed object's request (0: none freed,
+  // `address` is no live object of an owned slab) and its slab's class.
+  struct freed_object {
+    std::uint32_t request = 0;
+    std::uint32_t size_class = 0;
+  };
+  freed_object push_object(std::uintptr_t address);
   // Moves the slabs other threads freed objects into onto their partial lists.
   void take_queued();
 
@@ -287,7 +325,8 @@ class thread_cache {
   // only while the owner is outside its section (Note [Thread cache]).
   std::array<slab*, slab_classes> active_{};
   std::array<slab*, slab_classes> partial_{};
-  std::array<slab_entry, slab_table_entries> slab_table_{};
+  std::array<std::atomic<std::uintptr_t>, slab_table_entries> slab_bases_;  // no_slab: empty
+  std::array<std::atomic<slab*>, slab_table_entries> slab_of_slot_{};
   std::vector<slab*> slabs_;
   std::atomic<slab*> queued_{nullptr};  // slabs with objects freed by other threads
   std::array<slab_counters, slab_classes> slab_counters_{};
@@ -360,50 +399,59 @@ inline void thread_cache::remember(block* b, std::uint64_t t) {
                                       static_cast<std::uint32_t>(bin_of(size))};
 }
 
-[[gnu::always_inline]] inline void* thread_cache::take_object(std::size_t rounded,
-                                                               std::size_t request) {
-  const std::size_t k = slab_class_of(rounded);
+[[gnu::always_inline]] inline std::uintptr_t thread_cache::pop_object(std::size_t k,
+                                                                       std::uint32_t request) {
   const owner_section section(*this);
-  if (!section.ok()) return nullptr;
+  if (!section.ok()) return 0;
   slab* s = active_[k];
-  if (s == nullptr) return nullptr;
+  if (s == nullptr) return 0;
   const std::uint32_t n = s->free_count;
-  if (n == 0) return nullptr;
+  if (n == 0) return 0;
   const std::uint32_t g = s->free_objects[n - 1];
   s->free_count = n - 1;
-  s->requested[g].store(static_cast<std::uint32_t>(request), std::memory_order_relaxed);
-  slab_counters& c = slab_counters_[k];
-  bump(c.alloc_count, 1);
-  bump(c.alloc_requested, static_cast<std::int64_t>(request));
+  s->requested[g].store(request, std::memory_order_relaxed);
   const std::uintptr_t address = s->address_of(g);
   if (address == 0) __builtin_unreachable();  // as take()'s
+  return address;
+}
+
+[[gnu::always_inline]] inline void* thread_cache::take_object(std::size_t request) {
+  const std::size_t k = (request - 1) >> 8;  // slab_class_of(the request rounded up to 256)
+  const std::uintptr_t address = pop_object(k, static_cast<std::uint32_t>(request));
+  if (address == 0) return nullptr;
+  // The counters are the owner's alone (no stealer writes them): counted after the section.
+  slab_counters& c = slab_counters_[k];
+  bump_pair(c.alloc_count, c.alloc_requested, static_cast<std::int64_t>(request));
   return reinterpret_cast<void*>(address);
 }
 
-// False when `address` is no object of an owned slab, or not live (the pool's path says what it
-// is).
-[[gnu::always_inline]] inline bool thread_cache::put_object(std::uintptr_t address) {
-  const slab_entry& e = slab_table_[slab::granule_of(address) % slab_table_entries];
-  if (e.granule.load(std::memory_order_relaxed) != slab::granule_of(address)) return false;
+[[gnu::always_inline]] inline thread_cache::freed_object thread_cache::push_object(
+    std::uintptr_t address) {
+  const std::size_t slot = slab::granule_of(address) % slab_table_entries;
   const owner_section section(*this);
-  if (!section.ok()) return false;
-  // Again inside the section: a stealer may have taken the slab since the first look.
-  if (e.granule.load(std::memory_order_relaxed) != slab::granule_of(address) ||
-      (address & 255) != 0)
-    return false;
-  slab* s = e.s.load(std::memory_order_relaxed);
-  const auto g = static_cast<std::uint32_t>((address - s->base) >> slab::granule_shift);
+  if (!section.ok()) return {};
+  // Inside the section: a stealer takes slabs only while the owner is outside.
+  if (slab_bases_[slot].load(std::memory_order_relaxed) != object_key(address)) return {};
+  slab* s = slab_of_slot_[slot].load(std::memory_order_relaxed);
+  const auto g = static_cast<std::uint32_t>((address >> slab::granule_shift) % slab::granules);
   // Only an object's first granule is ever live: another address is the pool's to report.
   const std::uint32_t request = s->requested[g].load(std::memory_order_relaxed);
-  if (request == 0) return false;
+  if (request == 0) return {};
   s->requested[g].store(0, std::memory_order_relaxed);
   const std::uint32_t n = s->free_count;
   s->free_objects[n] = static_cast<std::uint8_t>(g);
   s->free_count = n + 1;
   if (n == 0 && s != active_[s->size_class]) list_partial(s);
-  slab_counters& c = slab_counters_[s->size_class];
-  bump(c.free_count, 1);
-  bump(c.free_requested, static_cast<std::int64_t>(request));
+  return {request, s->size_class};
+}
+
+// False when `address` is no object of an owned slab, or not live (the pool's path says what it
+// is).
+[[gnu::always_inline]] inline bool thread_cache::put_object(std::uintptr_t address) {
+  const freed_object freed = push_object(address);
+  if (freed.request == 0) return false;
+  slab_counters& c = slab_counters_[freed.size_class];  // the owner's: counted after the section
+  bump_pair(c.free_count, c.free_requested, static_cast<std::int64_t>(freed.request));
   return true;
 }
 
