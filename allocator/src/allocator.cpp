@@ -77,7 +77,9 @@ byte_limits to_byte_limits(const resolved_limits& r) {
 // inline, and before anything else: the policy pool's slab_max and cache serial, and the newest
 // pool's serial, are kept in impl itself (caching_pool::slab_route), so a slab-sized request
 // compares its size and the thread's last cache without loading the pool, and a free looks the
-// pointer up in the calling thread's slab table straight away. Every other way out of
+// pointer up in the calling thread's slab table straight away. `local` keeps one such route per
+// node, which allocate_policy_pool picks by the calling CPU's node (os::current_node: a
+// sched_getcpu and a table) instead of resolving the route. Every other way out of
 // allocate(), allocate_cached() (the torch bridge's CPU tensors) and deallocate() is a tail
 // call (allocate_policy_pool and deallocate_above_slabs, then the bins and the slow path;
 // allocate_front is the allocations' one shape), so a slab hit saves no registers
@@ -126,13 +128,22 @@ struct allocator::impl {
   std::atomic<const route*> policy_route{nullptr};  // for a policy other than `local`
   // policy_route's pool, for allocate()'s first test: null until it is resolved, and for `local`.
   std::atomic<caching_pool*> policy_home{nullptr};
-  // The slab routes (caching_pool::slab_route) of policy_home and of the newest pool, for the
-  // inline slab paths of allocate() and deallocate(): a slab_max of 0 until policy_home is set,
-  // and a serial no thread's cache has (serials start at 1) until there is a pool.
+  // A pool's slab route (caching_pool::slab_route), read without locks by the front ends' slab
+  // paths: a slab_max of 0 until it is published, and a serial no thread's cache has (serials
+  // start at 1).
   static constexpr std::uint64_t no_serial = ~std::uint64_t{0};
-  std::atomic<std::size_t> policy_slab_max{0};
-  std::atomic<std::uint64_t> policy_serial{no_serial};
-  std::atomic<std::uint64_t> newest_serial{no_serial};
+  struct published_slab_route {
+    std::atomic<std::uint64_t> serial{no_serial};
+    std::atomic<std::size_t> slab_max{0};
+    void publish(const caching_pool& pool) {
+      const caching_pool::slab_route r = pool.slab_route_of();
+      serial.store(r.serial, std::memory_order_relaxed);
+      slab_max.store(r.slab_max, std::memory_order_release);  // after the serial
+    }
+  };
+  published_slab_route policy_slabs;  // policy_home's
+  std::array<published_slab_route, max_cached_local_nodes> local_slabs;  // local_routes' pools
+  std::atomic<std::uint64_t> newest_serial{no_serial};  // the newest pool's
   std::array<std::atomic<const route*>, max_cached_local_nodes> local_routes{};  // by node
   // Outlives the device entries (it may own what their sources use, like the runtime).
   device_source_factory device_sources;
@@ -274,12 +285,12 @@ struct allocator::impl {
       if (const route* r = slot->load(std::memory_order_acquire)) return *r;
     routes.push_back(std::move(fresh));
     if (slot) slot->store(&routes.back(), std::memory_order_release);
+    caching_pool& home = *routes.back().home;
     if (slot == &policy_route) {
-      caching_pool* home = routes.back().home;
-      policy_home.store(home, std::memory_order_release);
-      const caching_pool::slab_route slabs = home->slab_route_of();
-      policy_serial.store(slabs.serial, std::memory_order_relaxed);
-      policy_slab_max.store(slabs.slab_max, std::memory_order_release);  // after the serial
+      policy_home.store(&home, std::memory_order_release);
+      policy_slabs.publish(home);
+    } else if (slot) {
+      local_slabs[static_cast<std::size_t>(node)].publish(home);
     }
     return routes.back();
   }
@@ -307,22 +318,33 @@ struct allocator::impl {
   template <class Unrouted, class Missed>
   [[gnu::always_inline]] static void* allocate_front(allocator& a, std::size_t bytes,
                                                      Unrouted unrouted, Missed missed) {
-    const impl& self = *a.impl_;
     // A request of 0 wraps around to the largest size here.
-    if (bytes - 1 < self.policy_slab_max.load(std::memory_order_acquire)) {
-      const std::uint64_t serial = self.policy_serial.load(std::memory_order_relaxed);
+    const published_slab_route& slabs = a.impl_->policy_slabs;
+    if (bytes - 1 < slabs.slab_max.load(std::memory_order_acquire)) {
+      const std::uint64_t serial = slabs.serial.load(std::memory_order_relaxed);
       if (void* p = caching_pool::take_slab_object(serial, bytes)) return p;
       return missed(a, bytes);
     }
     return allocate_policy_pool(a, bytes, unrouted, missed);
   }
-  // Past the slab objects: `unrouted(a, bytes)` where no policy pool is kept, else its cache's
-  // bins (allocate_block), else `missed(a, bytes)`.
+  // Past the policy pool's slab objects: for `local`, the slab objects of the calling CPU's
+  // node's pool, else `unrouted(a, bytes)`; for a fixed policy its cache's bins
+  // (allocate_block), else `missed(a, bytes)`.
   template <class Unrouted, class Missed>
   [[gnu::noinline]] static void* allocate_policy_pool(allocator& a, std::size_t bytes,
                                                       Unrouted unrouted, Missed missed) {
-    caching_pool* fixed = a.impl_->policy_home.load(std::memory_order_acquire);
-    if (fixed == nullptr) return unrouted(a, bytes);
+    const impl& self = *a.impl_;
+    caching_pool* fixed = self.policy_home.load(std::memory_order_acquire);
+    if (fixed == nullptr) {
+      if (self.options.policy.kind != placement_kind::local) return unrouted(a, bytes);
+      const auto node = static_cast<std::size_t>(os::current_node());
+      if (node >= max_cached_local_nodes) return unrouted(a, bytes);
+      const published_slab_route& slabs = self.local_slabs[node];
+      if (bytes - 1 >= slabs.slab_max.load(std::memory_order_acquire)) return unrouted(a, bytes);
+      const std::uint64_t serial = slabs.serial.load(std::memory_order_relaxed);
+      if (void* p = caching_pool::take_slab_object(serial, bytes)) return p;
+      return missed(a, bytes);
+    }
     return fixed->allocate_cached_or<last_used>(  // Note [Fast path]
         bytes, [&] { return missed(a, bytes); },
         [&](thread_cache& mine, std::size_t rounded) {

@@ -217,24 +217,37 @@ TEST(Allocator, AThreadAlternatingBetweenPoolsIsServedFromBothCaches) {
 }
 
 // allocate_cached() is allocate()'s first step alone, for a fixed policy (its own fast path) and
-// for `local` (the route of the calling thread's node): the thread's cached block, or nullptr
-// with nothing allocated, never the pool's locked path.
+// for `local` (the slab route or the route of the calling thread's node): the thread's cached
+// block or slab object, or nullptr with nothing allocated, never the pool's locked path. A slab
+// (256 B, Note [Slabs] in thread_cache.hpp) serves its other objects too; a block's bin held one.
 TEST(Allocator, AllocateCachedServesOnlyTheThreadsCachedBlocks) {
-  for (const char* policy : {"policy:node:0", "policy:local"}) {
-    SCOPED_TRACE(policy);
-    four_node_allocator f(policy);
-    EXPECT_EQ(f.a->allocate_cached(8192), nullptr) << "nothing is cached yet";
-    EXPECT_EQ(f.a->memory_stats().at("allocation.all.allocated"), 0);
-    void* x = f.a->allocate(8192);
-    f.a->deallocate(x);
-    EXPECT_EQ(f.a->allocate_cached(8192), x);
-    EXPECT_EQ(f.a->allocate_cached(8192), nullptr) << "the cache held one block";
-    const auto stats = f.a->memory_stats();
-    EXPECT_EQ(stats.at("allocation.all.current"), 1);
-    EXPECT_EQ(stats.at("allocation.all.allocated"), 2);
-    EXPECT_EQ(stats.at("cache_hits"), 1);
-    f.a->deallocate(x);
-  }
+  for (const char* policy : {"policy:node:0", "policy:local"})
+    for (const std::size_t size : {std::size_t{256}, std::size_t{8192}}) {
+      SCOPED_TRACE(std::string(policy) + " " + std::to_string(size));
+      const bool slab = size == 256;
+      four_node_allocator f(policy);
+      EXPECT_EQ(f.a->allocate_cached(size), nullptr) << "nothing is cached yet";
+      EXPECT_EQ(f.a->memory_stats().at("allocation.all.allocated"), 0);
+      void* x = f.a->allocate(size);
+      f.a->deallocate(x);
+      EXPECT_EQ(f.a->allocate_cached(size), x);
+      void* next = f.a->allocate_cached(size);
+      if (slab) {
+        EXPECT_NE(next, nullptr) << "the slab's other objects";
+      } else {
+        EXPECT_EQ(next, nullptr) << "the cache held one block";
+      }
+      EXPECT_NE(next, x);
+      const auto stats = f.a->memory_stats();
+      EXPECT_EQ(stats.at("allocation.all.current"), slab ? 2 : 1);
+      EXPECT_EQ(stats.at("allocation.all.allocated"), slab ? 3 : 2);
+      if (!slab) {
+        EXPECT_EQ(stats.at("cache_hits"), 1);
+      }
+      f.a->deallocate(x);
+      f.a->deallocate(next);
+      EXPECT_EQ(f.a->memory_stats().at("allocation.all.current"), 0);
+    }
 }
 
 // Threads allocate through the default route and explicit nodes (creating pools while others

@@ -21,12 +21,13 @@ inline umem::topology four_nodes() {
   return t;
 }
 
-// `capacity` bytes in all (0: unlimited), segments rounded to 2 MiB.
+// `capacity` bytes in all (0: unlimited), segments rounded to 2 MiB and aligned to a slab (64 KiB,
+// fake_upstream's default), so that small requests are slab objects, as on the host source.
 struct four_node_allocator {
   fake_upstream* upstream = nullptr;
   std::unique_ptr<allocator> a;
   explicit four_node_allocator(const std::string& conf, std::size_t capacity = 0) {
-    auto up = std::make_unique<fake_upstream>(capacity, std::size_t{2} << 20, 4096);
+    auto up = std::make_unique<fake_upstream>(capacity, std::size_t{2} << 20);
     upstream = up.get();
     a = std::make_unique<allocator>(parse_alloc_conf(conf), four_nodes(), std::move(up),
                                     std::make_unique<no_gpu_mapper>("test: no GPU"));

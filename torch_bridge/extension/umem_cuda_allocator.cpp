@@ -45,9 +45,9 @@
 //     cache_->reuse (bridge.cpp:339, stream_ordered_cache.cpp); else bridge::allocate_capped
 //     (bridge.cpp:270) asks umem's allocator, alloc_->allocate (bridge.cpp:270), under the memory
 //     fraction's cap.
-//  5. The allocator: allocator::allocate (allocator.cpp:426) takes a cached block of the policy's
+//  5. The allocator: allocator::allocate (allocator.cpp:452) takes a cached block of the policy's
 //     pool, allocate_cached_or (caching_pool.hpp:238), without a lock where it can (Note [Fast
-//     path]); else it resolves the device's placement and allocator::allocate_from (allocator.cpp:450)
+//     path]); else it resolves the device's placement and allocator::allocate_from (allocator.cpp:476)
 //     tries the pool of its NUMA node, caching_pool::try_allocate (caching_pool.cpp:249): a cached
 //     block, else a new segment; out of memory, the reclaim ladder.
 // On free, the tensor's DataPtr deleter is delete_block (umem_cuda_allocator.cpp:602), whose free()
@@ -57,7 +57,7 @@
 // (bridge.cpp:366): a block of the device's sole stream goes straight back to the allocator;
 // others wait in the stream-ordered cache, cache_->deallocate (bridge.cpp:366, Note
 // [Stream-ordered reuse] in umem_torch.h), until their streams' work is done, then
-// bridge::released (bridge.cpp:186) hands them to allocator::deallocate (allocator.cpp:505),
+// bridge::released (bridge.cpp:186) hands them to allocator::deallocate (allocator.cpp:531),
 // which returns them to their pool: an object of the calling thread's slabs, put_slab_object
 // (caching_pool.hpp:264), else its bins, deallocate_block_cached_or (caching_pool.hpp:278), else
 // caching_pool::deallocate_if_owned (caching_pool.cpp:525).
