@@ -35,6 +35,13 @@ function(umem_layer name)
   target_link_libraries(umem_${name} PUBLIC ${L_DEPS} PRIVATE ${L_PRIVATE_DEPS})
   target_compile_options(umem_${name} PRIVATE ${UMEM_WARNINGS})
   set_target_properties(umem_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  # In position-independent code GCC treats every function with default visibility as replaceable
+  # at run time, so it inlines none of them into their callers, not even within one file. umem's
+  # functions are never replaced: libumem_torch.so exports only its C ABI (umem_torch.map), and
+  # libumem.so's C++ functions are its API, not hooks.
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_compile_options(umem_${name} PRIVATE -fno-semantic-interposition)
+  endif()
   # Only public headers are installed: those under a detail/ folder are internal (no public
   # header includes one; tests/install/check_install.sh compiles every installed header on its
   # own). INSTALLED_HEADERS (paths under include/) narrows a layer to those.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "umem/allocator/fork_safety.hpp"
+#include "umem/core/detail/single_writer.hpp"
 
 namespace umem::torch_bridge {
 namespace {
@@ -32,8 +33,8 @@ constexpr std::int64_t carried_block_limit = std::int64_t{64} << 20;
 
 using counters = std::array<std::atomic<std::int64_t>, cells>;
 
-// One thread's counts. `in` and `out` are written by their thread only (load, add, store: no
-// read-modify-write instruction) and read by anyone; the rest is the owner's alone.
+// One thread's counts. `in` and `out` are written by their thread only (Note [Single-writer
+// counters] in single_writer.hpp) and read by anyone; the rest is the owner's alone.
 struct alignas(64) thread_record {
   counters in{}, out{};
   // in - out not yet added to shared::current, kept beside them so that a check of it loads one
@@ -46,10 +47,6 @@ struct alignas(64) thread_record {
   std::array<std::int64_t, cells> room_side{};        // peak of the cell's side - current
   std::array<std::int64_t, gauge_count> room_total{};  // peak of both sides - current of both
 };
-
-void add_to(std::atomic<std::int64_t>& a, std::int64_t n) {
-  a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-}
 
 void raise(std::atomic<std::int64_t>& peak, std::int64_t v) {
   std::int64_t p = peak.load(std::memory_order_relaxed);
@@ -90,11 +87,12 @@ struct host_statistics::shared {
       for (std::size_t side = 0; side < sides; ++side) {
         const std::size_t c = cell(g, side);
         const std::int64_t pushed_here = current[c].load(std::memory_order_relaxed);
+        const std::int64_t here = pushed_here + r.unpushed[c];  // what this thread sees
         std::atomic<std::int64_t>& p = peak[g * alloc::size_class_count + 1 + side];
-        raise(p, pushed_here + r.unpushed[c]);
+        raise(p, here);
         r.room_side[c] = p.load(std::memory_order_relaxed) - pushed_here;
         shared_total += pushed_here;
-        total += pushed_here + r.unpushed[c];
+        total += here;
       }
       std::atomic<std::int64_t>& p = peak[g * alloc::size_class_count];
       raise(p, total);
@@ -186,9 +184,10 @@ void host_statistics::allocated(std::size_t reported, std::size_t requested) {
   const bool carried = n[bytes_gauge] <= carried_block_limit;
   bool higher = r.epoch_seen != s.epoch.load(std::memory_order_acquire);
   bool push = false;
+#pragma GCC unroll 3
   for (std::size_t g = 0; g < gauge_count; ++g) {
     const std::size_t mine = cell(g, side), other = cell(g, 1 - side);
-    add_to(r.in[mine], n[g]);
+    umem::detail::single_writer_add(r.in[mine], n[g]);
     const std::int64_t unpushed = r.unpushed[mine] += n[g];
     higher = higher || unpushed > r.room_side[mine] ||
              unpushed + r.unpushed[other] > r.room_total[g];
@@ -202,9 +201,10 @@ void host_statistics::freed(std::size_t reported, std::size_t requested) {
   thread_record& r = record_in(shared_);
   const auto [side, n] = change_of(reported, requested);
   bool push = false;
+#pragma GCC unroll 3
   for (std::size_t g = 0; g < gauge_count; ++g) {
     const std::size_t c = cell(g, side);
-    add_to(r.out[c], n[g]);
+    umem::detail::single_writer_add(r.out[c], n[g]);
     push = push || std::llabs(r.unpushed[c] -= n[g]) > flush_limit(g);
   }
   if (push) shared_->push(r);

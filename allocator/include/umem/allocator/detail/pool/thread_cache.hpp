@@ -84,6 +84,7 @@
 #include "umem/allocator/detail/pool/free_list.hpp"
 #include "umem/allocator/detail/pool/slab.hpp"
 #include "umem/allocator/pool_stats.hpp"
+#include "umem/core/detail/single_writer.hpp"
 
 namespace umem::alloc {
 
@@ -255,29 +256,10 @@ class thread_cache {
     stolen_seen_ = stolen;
     return static_cast<std::int64_t>(size) <= room_;
   }
-  // Single-writer counter update: no locked instruction on the fast path. On x86-64 one add to
-  // memory, where the load-add-store of two relaxed atomics costs three instructions (compilers do
-  // not fuse atomic accesses): its store is an aligned 8-byte store, which readers see whole (the
-  // Intel SDM's "Guaranteed Atomic Operations"), and no other thread writes the counter. Under
-  // ThreadSanitizer, which cannot see into the asm, the portable form.
+  // Single-writer counter update (Note [Single-writer counters] in single_writer.hpp): no locked
+  // instruction on the fast path.
   [[gnu::always_inline]] static void bump(std::atomic<std::int64_t>& a, std::int64_t d) {
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-    static_assert(sizeof(a) == 8 && alignof(std::atomic<std::int64_t>) == 8);
-    asm volatile("addq %1, %0" : "+m"(a) : "er"(d));
-#else
-    a.store(a.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
-#endif
-  }
-  // A count and a sum side by side, as one asm statement where bump is one: as two, GCC added the
-  // counters' offset to a base register first (an instruction more per allocation and free).
-  [[gnu::always_inline]] static void bump_pair(std::atomic<std::int64_t>& count,
-                                               std::atomic<std::int64_t>& sum, std::int64_t d) {
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-    asm volatile("addq $1, %0\n\taddq %2, %1" : "+m"(count), "+m"(sum) : "er"(d));
-#else
-    bump(count, 1);
-    bump(sum, d);
-#endif
+    umem::detail::single_writer_add(a, d);
   }
 
   // Per slab class and direction: the bytes are the count times the class's size.
@@ -355,38 +337,43 @@ class thread_cache {
   bin& bn = bins_[index];
   const std::size_t size = bn.top_size;
   if (size < rounded) return nullptr;  // empty, or a smaller block of the class: left for one
-  const owner_section section(*this);
-  if (!section.ok()) return nullptr;
-  block* b = bn.top.load(std::memory_order_acquire);
-  if (b == nullptr) {  // a stealer emptied the bin
-    bn.top_size = 0;
-    bn.below = 0;
-    return nullptr;
+  std::uintptr_t address = 0;
+  {
+    const owner_section section(*this);
+    if (!section.ok()) return nullptr;
+    block* b = bn.top.load(std::memory_order_acquire);
+    if (b == nullptr) {  // a stealer emptied the bin
+      bn.top_size = 0;
+      bn.below = 0;
+      return nullptr;
+    }
+    address = bn.top_address;
+    if (const std::uint32_t below = bn.below; below != 0) {
+      std::atomic<block*>& slot = bn.slots[below - 1];
+      block* next = slot.load(std::memory_order_relaxed);  // not stolen: the top was not
+      slot.store(nullptr, std::memory_order_relaxed);
+      bn.top.store(next, std::memory_order_relaxed);
+      bn.top_address = next->address;
+      bn.top_size = next->size;
+      bn.below = below - 1;
+    } else {
+      bn.top.store(nullptr, std::memory_order_relaxed);
+      bn.top_size = 0;
+      if (index >= big_bin_first) big_filled_ &= ~(std::uint64_t{1} << (index - big_bin_first));
+    }
+    room_ += static_cast<std::int64_t>(size);
+    const std::uint64_t t =
+        ticket::with_state(b->ticket.load(std::memory_order_relaxed), ticket::live);
+    b->live_requested.store(request, std::memory_order_relaxed);
+    b->ticket.store(t, std::memory_order_release);
+    table_[slot_of(address)] = entry{address, b, t, static_cast<std::uint32_t>(size),
+                                     static_cast<std::uint32_t>(index)};
   }
-  const std::uintptr_t address = bn.top_address;
-  if (const std::uint32_t below = bn.below; below != 0) {
-    std::atomic<block*>& slot = bn.slots[below - 1];
-    block* next = slot.load(std::memory_order_relaxed);  // not stolen: the top was not
-    slot.store(nullptr, std::memory_order_relaxed);
-    bn.top.store(next, std::memory_order_relaxed);
-    bn.top_address = next->address;
-    bn.top_size = next->size;
-    bn.below = below - 1;
-  } else {
-    bn.top.store(nullptr, std::memory_order_relaxed);
-    bn.top_size = 0;
-    if (index >= big_bin_first) big_filled_ &= ~(std::uint64_t{1} << (index - big_bin_first));
-  }
-  room_ += static_cast<std::int64_t>(size);
-  const std::uint64_t t = ticket::with_state(b->ticket.load(std::memory_order_relaxed), ticket::live);
-  b->live_requested.store(request, std::memory_order_relaxed);
-  b->ticket.store(t, std::memory_order_release);
-  table_[slot_of(address)] = entry{address, b, t, static_cast<std::uint32_t>(size),
-                                   static_cast<std::uint32_t>(index)};
+  // The counters are the owner's alone (no stealer writes them): counted after the section.
   counters& k = counters_[class_of(size)];
   bump(k.alloc_bytes, static_cast<std::int64_t>(size));
-  bump(k.alloc_count, 1);
-  bump(k.alloc_requested, static_cast<std::int64_t>(request));
+  umem::detail::single_writer_count(k.alloc_count, k.alloc_requested,
+                                    static_cast<std::int64_t>(request));
   // No block starts at 0: the caller's "hit?" test then needs no compare.
   if (address == 0) __builtin_unreachable();
   return reinterpret_cast<void*>(address);
@@ -421,7 +408,8 @@ inline void thread_cache::remember(block* b, std::uint64_t t) {
   if (address == 0) return nullptr;
   // The counters are the owner's alone (no stealer writes them): counted after the section.
   slab_counters& c = slab_counters_[k];
-  bump_pair(c.alloc_count, c.alloc_requested, static_cast<std::int64_t>(request));
+  umem::detail::single_writer_count(c.alloc_count, c.alloc_requested,
+                                    static_cast<std::int64_t>(request));
   return reinterpret_cast<void*>(address);
 }
 
@@ -451,7 +439,8 @@ inline void thread_cache::remember(block* b, std::uint64_t t) {
   const freed_object freed = push_object(address);
   if (freed.request == 0) return false;
   slab_counters& c = slab_counters_[freed.size_class];  // the owner's: counted after the section
-  bump_pair(c.free_count, c.free_requested, static_cast<std::int64_t>(freed.request));
+  umem::detail::single_writer_count(c.free_count, c.free_requested,
+                                    static_cast<std::int64_t>(freed.request));
   return true;
 }
 
@@ -478,25 +467,30 @@ inline void thread_cache::remember(block* b, std::uint64_t t) {
   if ((bn.top_size != 0 && below == bn.limit) ||
       (static_cast<std::int64_t>(size) > room_ && !reclaim_room(size)))
     return false;
-  const owner_section section(*this);
-  if (!section.ok()) return false;
-  if (block* old = bn.top.load(std::memory_order_relaxed)) {
-    bn.slots[below].store(old, std::memory_order_release);
-    bn.below = below + 1;
-  } else {
-    bn.below = 0;  // empty, or emptied by a stealer
+  std::size_t request = 0;
+  {
+    const owner_section section(*this);
+    if (!section.ok()) return false;
+    if (block* old = bn.top.load(std::memory_order_relaxed)) {
+      bn.slots[below].store(old, std::memory_order_release);
+      bn.below = below + 1;
+    } else {
+      bn.below = 0;  // empty, or emptied by a stealer
+    }
+    // Read while the block is still this thread's: once it is in a bin, a stealer may take it.
+    request = mine.b->live_requested.load(std::memory_order_relaxed);
+    mine.b->ticket.store(ticket::with_state(mine.ticket, ticket::cached),
+                         std::memory_order_release);
+    bn.top.store(mine.b, std::memory_order_release);
+    bn.top_address = address;
+    bn.top_size = size;
+    if (mine.bin >= big_bin_first) big_filled_ |= std::uint64_t{1} << (mine.bin - big_bin_first);
+    room_ -= static_cast<std::int64_t>(size);
   }
-  mine.b->ticket.store(ticket::with_state(mine.ticket, ticket::cached), std::memory_order_release);
-  bn.top.store(mine.b, std::memory_order_release);
-  bn.top_address = address;
-  bn.top_size = size;
-  if (mine.bin >= big_bin_first) big_filled_ |= std::uint64_t{1} << (mine.bin - big_bin_first);
-  room_ -= static_cast<std::int64_t>(size);
-  counters& k = counters_[class_of(size)];
+  counters& k = counters_[class_of(size)];  // the owner's: counted after the section
   bump(k.free_bytes, static_cast<std::int64_t>(size));
-  bump(k.free_count, 1);
-  bump(k.free_requested,
-       static_cast<std::int64_t>(mine.b->live_requested.load(std::memory_order_relaxed)));
+  umem::detail::single_writer_count(k.free_count, k.free_requested,
+                                    static_cast<std::int64_t>(request));
   return true;
 }
 
