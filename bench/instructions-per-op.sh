@@ -15,12 +15,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${UMEM_BENCH_BUILD_DIR:-$root/build/bench}"
 bench="$build/bench/umem_bench"
-sizes=("$@")
-[ "${#sizes[@]}" -gt 0 ] || sizes=(256 4096 65536)
-for s in "${sizes[@]}"; do
-  [[ "$s" =~ ^[0-9]+$ ]] || { echo "instructions-per-op: size '$s' is not a number of bytes" >&2; exit 2; }
-done
-command -v valgrind > /dev/null || { echo "instructions-per-op: needs valgrind (apt install valgrind)" >&2; exit 1; }
+script=instructions-per-op
+source "$root/bench/callgrind_counting.sh"
 [ -x "$bench" ] || { echo "instructions-per-op: no $bench (run bench/run-benchmarks.sh --quick first)" >&2; exit 1; }
 
 known=$("$bench" --benchmark_list_tests --benchmark_filter='^alloc_free/umem/size:[0-9]+/real_time/threads:1$' \
@@ -31,9 +27,6 @@ for s in "${sizes[@]}"; do
     exit 2
   }
 done
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 # Prints the instructions per operation in callgrind output $1.
 per_op() { callgrind_annotate --tree=caller "$1" | python3 "$root/bench/callgrind_per_op.py"; }

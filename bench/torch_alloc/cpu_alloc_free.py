@@ -1,40 +1,42 @@
 """umem as PyTorch's CPU allocator (umem.torch.enable_host()) against PyTorch's own
-DefaultCPUAllocator (posix_memalign/free through glibc), each contender in a process of its own
-(umem cannot be switched off again in a process), the two alternating for ROUNDS rounds (clocks
-and the neighbours' load drift between processes). Each process proves which allocator serves its
-CPU tensors (umem_torch_owns) before it measures. Prints a header line with the machine's facts and
-three markdown tables (parts 1-3 below), with umem's ratio =
-PyTorch's time / umem's time (>= 1: umem is no slower).
+DefaultCPUAllocator (posix_memalign/free through glibc). Each process proves which allocator serves
+its CPU tensors (umem_torch_owns) before it measures. Prints a header line with the machine's facts
+and three markdown tables (parts 1-3 below), with umem's ratio = PyTorch's time / umem's time
+(>= 1: umem is no slower). Method and reasons: docs/method/cpu-allocator-benchmarks.md.
 
-Part 1, alloc+free on the CPU, ns per alloc+free (the median of REPEATS timed loops of a process,
-then the median over rounds), for SIZES:
+Part 1, alloc+free on the CPU, ns per alloc+free, for SIZES, 1 and 2 threads, in ROUNDS processes
+where umem is enabled, each alternating PAIRS pairs of timed loops between the two allocators: the
+benchmark's extension switches c10's CPU allocator between PyTorch's DefaultCPUAllocator and umem's
+(c10::SetCPUAllocator at priority 255, above both), so that both contenders meet the same process,
+moment and GIL. Paths:
 - "python": `torch.empty(n, dtype=torch.uint8)` then dropping it, in a Python loop (what Python code
   does). PyTorch's binding releases the GIL around the allocation (at::empty runs without it) and
   the free runs under it (the tensor's Python destructor).
 - "C++": the same at::empty + drop in a C++ loop of a small extension built once with
-  torch.utils.cpp_extension.load_inline, which releases the GIL for the whole loop: the allocator
-  with the dispatcher's cost around it and no Python. This is the honest "GIL released" case: with
-  two threads both allocators really run concurrently, as they do under DataLoader workers'
-  threads or intra-op parallel kernels; torch.ones / clone would add a fill or a copy of n bytes
-  that swamps the allocator for all but the smallest sizes.
+  torch.utils.cpp_extension.load, which releases the GIL for the whole loop: the allocator
+  with the dispatcher's cost around it and no Python.
 - 1 thread: the process's thread pinned to one core. 2 threads: two threads doing the same loop at
   once, the process allowed on two cores; the time is the wall time from a common start until both
-  finish, divided by the iterations of one thread (equal to the 1-thread time when the two scale
-  perfectly). With "python" the GIL serializes everything but the allocation itself.
+  finish, divided by the iterations of one thread. The two threads are the same for every loop
+  of a process (Team).
+Reported per row: the mean of each over all pairs, their ratio with a 95% interval (a bootstrap
+over blocks of consecutive pairs), and for "python" with 2 threads how many loops of each ran in
+the GIL's slow hand-off mode (docs/method/cpu-allocator-benchmarks.md).
 
 Part 2, the allocators alone, both in one process: c10::Allocator::allocate(n) and the DataPtr's
 drop, in a C++ loop with the GIL released, through c10::GetDefaultCPUAllocator() (PyTorch's) and
-c10::GetCPUAllocator() (umem's, after enable_host()), in PAIRS alternating pairs of timed loops of
-the same process and moment, for the same SIZES, 1 and 2 threads (as in part 1). No dispatcher,
-no tensor, no process-to-process drift: what each allocator costs a CPU tensor. Reported: the
-median over pairs of each, and the lowest and highest per-pair ratio.
+umem's, in PAIRS alternating pairs of timed loops, for the same SIZES, 1 and 2 threads. No
+dispatcher, no tensor: what each allocator costs a CPU tensor. Reported: the median over pairs of
+each, and the lowest and highest per-pair ratio.
 
-Part 3, a small CPU training loop: an MLP (512 -> 512 -> 512 -> 10, ReLU, batch 64, cross
-entropy) and a tiny transformer encoder (2 layers, d_model 128, 4 heads, feed-forward 512,
-sequence 32, batch 8; sized for a 2-core machine), STEPS steps of Adam each with a fresh random batch per step, the same seed
-for both contenders, PyTorch's default intra-op threads, no pinning. Reported: the median step time
-and the total of all steps (median over rounds), and the final loss of each contender (equal bit
-for bit when both computed the same thing; the table says whether every round agreed).
+Part 3, a small CPU training loop, each contender in a process of its own (umem cannot be switched
+off mid-training), the two alternating for TRAINING_ROUNDS rounds: an MLP (512 -> 512 -> 512 -> 10,
+ReLU, batch 64, cross entropy) and a tiny transformer encoder (2 layers, d_model 128, 4 heads,
+feed-forward 512, sequence 32, batch 8; sized for a 2-core machine), STEPS steps of Adam each with a
+fresh random batch per step, the same seed for both contenders, PyTorch's default intra-op threads,
+no pinning. Reported: the median step time and the total of all steps (median over rounds), and the
+final loss of each contender (equal bit for bit when both computed the same thing; the table says
+whether every round agreed).
 
     /usr/bin/python3 bench/torch_alloc/cpu_alloc_free.py [--quick]   # from the repository root
 
@@ -44,6 +46,7 @@ TORCH_EXTENSIONS_DIR defaults to a folder under /tmp so both extensions are buil
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -57,10 +60,15 @@ SIZES = [64, 256, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]
 PATHS = ("python", "C++")
 THREADS = (1, 2)
 QUICK = "--quick" in sys.argv
-LOOP_SECONDS = 0.01 if QUICK else 0.05  # one timed loop; its iterations are calibrated to it
-REPEATS = 2 if QUICK else 5
-ROUNDS = 1 if QUICK else 5  # part 1
+LOOP_SECONDS = 0.01 if QUICK else 0.05  # one timed loop of part 2; its iterations are calibrated
+PAIR_SECONDS = 0.005 if QUICK else 0.01  # one timed loop of part 1
+ROUNDS = 1 if QUICK else 3  # part 1's processes
+PART1_PAIRS = 4 if QUICK else 60  # per row and process
 PAIRS = 3 if QUICK else 15  # part 2
+BLOCK = 5  # part 1's interval resamples blocks of this many consecutive pairs
+# A 2-thread Python loop is in the GIL's slow mode when its CPU time per operation and thread is
+# above this many times the same allocator's 1-thread time.
+SLOW_MODE = 1.5
 TRAINING_ROUNDS = 1 if QUICK else 3
 STEPS = 10 if QUICK else 200
 CONTENDERS = ("torch", "umem")
@@ -76,6 +84,15 @@ int64_t alloc_free_loop(int64_t size, int64_t iterations) {
   }
   return iterations;
 }
+// Makes c10's CPU allocator PyTorch's DefaultCPUAllocator (umem false) or the one in force at the
+// first call (umem's, after enable_host()); priority 255 is at least any other, and c10's
+// SetAllocator replaces at >= (c10/core/Allocator.cpp). Whether it took.
+bool use_allocator(bool umem) {
+  static c10::Allocator* const enabled = c10::GetCPUAllocator();
+  c10::Allocator* a = umem ? enabled : c10::GetDefaultCPUAllocator();
+  c10::SetCPUAllocator(a, 255);
+  return c10::GetCPUAllocator() == a;
+}
 // allocate + drop through PyTorch's DefaultCPUAllocator (current=false) or c10's current CPU
 // allocator, `iterations` times, with the GIL released for the whole loop.
 int64_t allocator_loop(bool current, int64_t size, int64_t iterations) {
@@ -86,6 +103,11 @@ int64_t allocator_loop(bool current, int64_t size, int64_t iterations) {
     asm volatile("" : : "r"(p.get()) : "memory");  // the allocation is used: not elided
   }
   return iterations;
+}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("alloc_free_loop", &alloc_free_loop);
+  m.def("allocator_loop", &allocator_loop);
+  m.def("use_allocator", &use_allocator);
 }
 """
 
@@ -100,10 +122,17 @@ def environment():
 
 
 def loop_extension():
-    from torch.utils.cpp_extension import load_inline
-    return load_inline("umem_bench_cpu_alloc_free_loop", [LOOP_SOURCE],
-                       functions=["alloc_free_loop", "allocator_loop"], extra_cflags=["-O2"],
-                       verbose=False)
+    """The loop extension, built on first use. Its source is written only when it changed: PyTorch
+    1.13's load_inline rewrites its file on every call, so ninja rebuilt it (18 s) in every
+    process."""
+    from torch.utils.cpp_extension import load
+    folder = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "umem_bench_sources")
+    os.makedirs(folder, exist_ok=True)
+    source = os.path.join(folder, "cpu_alloc_free_loop.cpp")
+    if not os.path.exists(source) or open(source).read() != LOOP_SOURCE:
+        with open(source, "w") as f:
+            f.write(LOOP_SOURCE)
+    return load("umem_bench_cpu_alloc_free_loop", [source], extra_cflags=["-O2"], verbose=False)
 
 
 def start(allocator):
@@ -127,40 +156,91 @@ def python_loop(torch, size, iterations):
         del t
 
 
+class Team:
+    """`threads` threads kept for the process's life, which run one body at a time, all at once.
+    Timed loops then measure the body alone: a new thread costs 0.1-0.5 ms to start, and umem
+    makes a thread's cache at its first allocation, which a loop of new threads would time again
+    and again. Started from the thread whose affinity they inherit."""
+    def __init__(self, threads):
+        self.start = threading.Barrier(threads + 1)
+        self.done = threading.Barrier(threads + 1)
+        self.body = None
+        self.cpu = [0] * threads
+        self.error = None  # a body's exception, raised by run() (a thread that died would hang it)
+        for i in range(threads):
+            threading.Thread(target=self.work, args=(i,), daemon=True).start()
+
+    def work(self, i):
+        while True:
+            self.start.wait()
+            c0 = time.thread_time_ns()
+            try:
+                self.body()
+            except BaseException as e:  # run() raises it
+                self.error = e
+            self.cpu[i] = time.thread_time_ns() - c0
+            self.done.wait()
+
+    def run(self, body):
+        """(wall ns from the common start until every thread ended, CPU ns of all threads)."""
+        self.body = body
+        self.start.wait()
+        t0 = time.perf_counter_ns()
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return time.perf_counter_ns() - t0, sum(self.cpu)
+
+
+TEAMS = {}
+
+
+def timed_with_cpu(body, threads):
+    """(wall ns, CPU ns of all threads) of `body` run by `threads` threads at once, from a common
+    start until all end."""
+    if threads == 1:
+        c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
+        body()
+        return time.perf_counter_ns() - t0, time.thread_time_ns() - c0
+    if threads not in TEAMS:
+        TEAMS[threads] = Team(threads)
+    return TEAMS[threads].run(body)
+
+
 def timed(body, threads):
     """Wall ns of `body` run by `threads` threads at once, from a common start until all end."""
-    if threads == 1:
-        t0 = time.perf_counter_ns()
-        body()
-        return time.perf_counter_ns() - t0
-    barrier = threading.Barrier(threads + 1)
-
-    def worker():
-        barrier.wait()
-        body()
-    workers = [threading.Thread(target=worker) for _ in range(threads)]
-    for w in workers:
-        w.start()
-    barrier.wait()
-    t0 = time.perf_counter_ns()
-    for w in workers:
-        w.join()
-    return time.perf_counter_ns() - t0
+    return timed_with_cpu(body, threads)[0]
 
 
-def calibrated(body, threads):
-    """Iterations for which one timed loop of `body(iterations)` lasts about LOOP_SECONDS."""
+def calibrated(body, threads, seconds=LOOP_SECONDS):
+    """Iterations for which one timed loop of `body(iterations)` lasts about `seconds`. A loop that
+    reaches a tenth of that is timed twice and counts with the faster time: one-off costs (a pool's
+    first growth for a size, a page of the process's first use) in a short loop once set counts of
+    a few dozen iterations, and every loop of that row then timed little but overhead."""
     iterations = 16
     while True:
         elapsed = timed(lambda: body(iterations), threads)
-        if elapsed > LOOP_SECONDS * 1e8 or iterations >= 1 << 24:
-            return max(16, int(iterations * LOOP_SECONDS * 1e9 / max(elapsed, 1)))
+        if elapsed > seconds * 1e8:
+            elapsed = min(elapsed, timed(lambda: body(iterations), threads))
+        if elapsed > seconds * 1e8 or iterations >= 1 << 24:
+            return max(16, int(iterations * seconds * 1e9 / max(elapsed, 1)))
         iterations *= 4
 
 
 def measure_alloc_free(allocator):
+    """Part 1, in a umem process: {path|threads|size: [[PyTorch's ns, umem's ns, PyTorch's CPU ns,
+    umem's CPU ns] per pair]}, per operation (CPU: per operation and thread)."""
     torch = start(allocator)
     loop = loop_extension()
+    from umem import _lib
+    owns = _lib.lib().umem_torch_owns
+
+    def use(umem):
+        """Switches c10's CPU allocator and proves that it serves CPU tensors now."""
+        probe = torch.empty(4096, dtype=torch.uint8) if loop.use_allocator(umem) else None
+        if probe is None or bool(owns(probe.data_ptr())) != umem:
+            sys.exit(f"switching to {'umem' if umem else 'PyTorch'}'s CPU allocator failed")
+    use(True)  # the first switch remembers umem's allocator
     cores = sorted(os.sched_getaffinity(0))
     out = {}
     for threads in THREADS:
@@ -174,10 +254,20 @@ def measure_alloc_free(allocator):
                 else:
                     def body(iterations):
                         loop.alloc_free_loop(size, iterations)
-                iterations = calibrated(body, threads)  # also the warm-up: caches filled
-                runs = [timed(lambda: body(iterations), threads) / iterations
-                        for _ in range(REPEATS)]
-                out[f"{path}|{threads}|{size}"] = statistics.median(runs)
+                counts = {}
+                for umem in (False, True):  # each its own count, as in part 2
+                    use(umem)
+                    counts[umem] = calibrated(body, threads, PAIR_SECONDS)  # also the warm-up
+                pairs = []
+                for i in range(PART1_PAIRS):
+                    runs = {}
+                    for umem in ((False, True) if i % 2 == 0 else (True, False)):
+                        use(umem)
+                        n = counts[umem]
+                        wall, cpu = timed_with_cpu(lambda: body(n), threads)
+                        runs[umem] = (wall / n, cpu / (n * threads))
+                    pairs.append([runs[False][0], runs[True][0], runs[False][1], runs[True][1]])
+                out[f"{path}|{threads}|{size}"] = pairs
     os.sched_setaffinity(0, cores)
     return out
 
@@ -282,21 +372,48 @@ def run_child(allocator, part):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def median_over(runs, key):
-    return statistics.median(run[key] for run in runs)
+def ratio_interval(rounds_of_pairs):
+    """95% interval of mean(PyTorch) / mean(umem): a bootstrap over blocks of BLOCK consecutive
+    pairs of a process (neighbouring loops share the GIL's mode and the machine's moment)."""
+    blocks = [pairs[i:i + BLOCK] for pairs in rounds_of_pairs for i in range(0, len(pairs), BLOCK)]
+    rng = random.Random(0)
+    ratios = []
+    for _ in range(1000):
+        theirs = ours = 0.0
+        for _ in blocks:
+            for p in blocks[rng.randrange(len(blocks))]:
+                theirs += p[0]
+                ours += p[1]
+        ratios.append(theirs / ours)
+    ratios.sort()
+    return ratios[25], ratios[974]
 
 
 def print_alloc_free(rounds):
+    runs = rounds["umem"]
     print("| path | threads | size (B) | PyTorch's CPU allocator (ns) | umem (ns) | PyTorch / umem "
-          "| PyTorch's rounds (ns) | umem's rounds (ns) |")
+          "| 95% interval | loops in the GIL's slow mode, PyTorch / umem |")
     print("|---|---|---|---|---|---|---|---|")
-    for key in rounds["torch"][0]:
+    slower = []
+    for key in runs[0]:
         path, threads, size = key.split("|")
-        theirs, ours = median_over(rounds["torch"], key), median_over(rounds["umem"], key)
-        spread = ["-".join(f"{f(run[key] for run in rounds[a]):.0f}" for f in (min, max))
-                  for a in CONTENDERS]
+        pairs = [p for run in runs for p in run[key]]
+        theirs = statistics.mean(p[0] for p in pairs)
+        ours = statistics.mean(p[1] for p in pairs)
+        low, high = ratio_interval([run[key] for run in runs])
+        if high < 1:
+            slower.append(f"{path}, {threads} thread{'s' if threads != '1' else ''}, {size} B")
+        modes = ""
+        if path == "python" and threads == "2":
+            # CPU time per operation and thread against the same allocator's 1-thread time.
+            alone = [statistics.mean(p[i] for run in runs for p in run[f"python|1|{size}"])
+                     for i in (0, 1)]
+            modes = " / ".join(f"{sum(p[2 + i] > SLOW_MODE * alone[i] for p in pairs)}"
+                               for i in (0, 1)) + f" of {len(pairs)}"
         print(f"| {path} | {threads} | {size} | {theirs:.0f} | {ours:.0f} | {theirs / ours:.2f} | "
-              f"{spread[0]} | {spread[1]} |")
+              f"{low:.2f}-{high:.2f} | {modes} |")
+    print(f"\nRows where umem is slower (the whole interval below 1): "
+          f"{'; '.join(slower) if slower else 'none'}.")
 
 
 def print_training(rounds):
@@ -327,7 +444,7 @@ def main():
     environment()
     loop_extension()  # built once here, before the children load it
     print(machine_facts())
-    parts = (("alloc_free", print_alloc_free, ROUNDS, CONTENDERS),
+    parts = (("alloc_free", print_alloc_free, ROUNDS, ("umem",)),
              ("allocators", print_allocators, 1, ("umem",)),
              ("training", print_training, TRAINING_ROUNDS, CONTENDERS))
     for part, show, repeat, contenders in parts:

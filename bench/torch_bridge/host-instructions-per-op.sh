@@ -17,22 +17,14 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${UMEM_BENCH_BUILD_DIR:-$root/build/bench}"
 prog="$build/bench/torch_bridge/umem-torch-host-alloc-free"
-sizes=("$@")
-[ "${#sizes[@]}" -gt 0 ] || sizes=(256 4096 65536)
-for s in "${sizes[@]}"; do
-  [[ "$s" =~ ^[1-9][0-9]*$ ]] ||
-    { echo "host-instructions-per-op: size '$s' is not a number of bytes" >&2; exit 2; }
-done
-command -v valgrind > /dev/null ||
-  { echo "host-instructions-per-op: needs valgrind (apt install valgrind)" >&2; exit 1; }
+script=host-instructions-per-op
+source "$root/bench/callgrind_counting.sh"
 [ -x "$prog" ] || {
   echo "host-instructions-per-op: no $prog" \
     "(cmake --build $build --target umem-torch-host-alloc-free)" >&2
   exit 1
 }
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 iterations=100000
 
 # Instructions of one run ($1 size, $2 iterations): total, then the allocator's inclusive share
