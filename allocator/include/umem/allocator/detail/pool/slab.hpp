@@ -27,7 +27,10 @@ namespace umem::alloc {
 class thread_cache;
 struct block;
 
-struct slab {
+// Cache-line aligned: its owner writes free_count, free_objects and requested on every
+// operation, and records lie side by side (the pool keeps them in a deque), owned by different
+// threads.
+struct alignas(64) slab {
   static constexpr std::size_t bytes = std::size_t{64} << 10;
   static constexpr unsigned granule_shift = 8;  // 256-byte granules: the pool's alignment
   static constexpr std::size_t granules = bytes >> granule_shift;

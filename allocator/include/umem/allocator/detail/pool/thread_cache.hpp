@@ -100,7 +100,12 @@ struct thread_cache_totals {
   thread_cache_totals& operator+=(const thread_cache_totals& o);
 };
 
-class thread_cache {
+// Cache-line aligned, so its lines are its own: the owner writes busy_ (its last line) on every
+// operation, and glibc puts the thread's next allocation right after the cache, which may be an
+// object other threads write (the pool's slab records). Unaligned, slab objects took twice their
+// time with 2 threads in most processes of a benchmark, stalled at busy_
+// (docs/log/2026-12-07-cpu-benchmark-in-one-process.md).
+class alignas(64) thread_cache {
  public:
   static constexpr std::size_t slots_per_bin = 8;
   // Bins of blocks above 1 MiB hold one: a thread reusing a big size needs one, and big blocks of
