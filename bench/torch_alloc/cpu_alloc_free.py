@@ -21,7 +21,7 @@ moment and GIL. Paths:
   of a process (Team).
 Reported per row: the mean of each over all pairs, their ratio with a 95% interval (a bootstrap
 over blocks of consecutive pairs), and for "python" with 2 threads how many loops of each ran in
-the GIL's slow hand-off mode (docs/method/cpu-allocator-benchmarks.md).
+the GIL's waking mode (docs/method/cpu-allocator-benchmarks.md).
 
 Part 2, the allocators alone, both in one process: c10::Allocator::allocate(n) and the DataPtr's
 drop, in a C++ loop with the GIL released, through c10::GetDefaultCPUAllocator() (PyTorch's) and
@@ -66,9 +66,9 @@ ROUNDS = 1 if QUICK else 3  # part 1's processes
 PART1_PAIRS = 4 if QUICK else 60  # per row and process
 PAIRS = 3 if QUICK else 15  # part 2
 BLOCK = 5  # part 1's interval resamples blocks of this many consecutive pairs
-# A 2-thread Python loop is in the GIL's slow mode when its CPU time per operation and thread is
+# A 2-thread Python loop is in the GIL's waking mode when its CPU time per operation and thread is
 # above this many times the same allocator's 1-thread time.
-SLOW_MODE = 1.5
+WAKING_MODE = 1.5
 TRAINING_ROUNDS = 1 if QUICK else 3
 STEPS = 10 if QUICK else 200
 CONTENDERS = ("torch", "umem")
@@ -392,7 +392,7 @@ def ratio_interval(rounds_of_pairs):
 def print_alloc_free(rounds):
     runs = rounds["umem"]
     print("| path | threads | size (B) | PyTorch's CPU allocator (ns) | umem (ns) | PyTorch / umem "
-          "| 95% interval | loops in the GIL's slow mode, PyTorch / umem |")
+          "| 95% interval | loops in the GIL's waking mode, PyTorch / umem |")
     print("|---|---|---|---|---|---|---|---|")
     slower = []
     for key in runs[0]:
@@ -408,7 +408,7 @@ def print_alloc_free(rounds):
             # CPU time per operation and thread against the same allocator's 1-thread time.
             alone = [statistics.mean(p[i] for run in runs for p in run[f"python|1|{size}"])
                      for i in (0, 1)]
-            modes = " / ".join(f"{sum(p[2 + i] > SLOW_MODE * alone[i] for p in pairs)}"
+            modes = " / ".join(f"{sum(p[2 + i] > WAKING_MODE * alone[i] for p in pairs)}"
                                for i in (0, 1)) + f" of {len(pairs)}"
         print(f"| {path} | {threads} | {size} | {theirs:.0f} | {ours:.0f} | {theirs / ours:.2f} | "
               f"{low:.2f}-{high:.2f} | {modes} |")
