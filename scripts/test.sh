@@ -7,14 +7,33 @@
 # AddressSanitizer + UndefinedBehaviorSanitizer, the allocator under ThreadSanitizer, the
 # placement checks on a 4-NUMA-node VM, and bounded fuzzing.
 # Env: UMEM_FUZZ_SECONDS (default 10 per target, which keeps CI within its hour); UMEM_SKIP_{UNSTABLE,ASAN,TSAN,VM,FUZZ}=1 skip a
-# stage.
+# stage; UMEM_KEEP_STAGE_OUTPUTS=1 keeps each stage's build for the next run (below).
 # The VM stage skips only where QEMU cannot run, and fails instead under CI=true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# A full run needs about 6 GiB of disk; name the free space when a stage fails.
-trap 'echo "test.sh: a stage failed (line $LINENO); free disk here: $(df -h --output=avail . | tail -n 1)" >&2' ERR
-# Each stage's heading names the seconds since the start, so a slow stage shows in CI's log.
-stage() { echo "== $* (at ${SECONDS} s)"; }
+free_disk() { df -h --output=avail . | tail -n 1 | tr -d ' '; }
+trap 'echo "test.sh: a stage failed (line $LINENO); free disk here: $(free_disk)" >&2' ERR
+# Each stage's heading names the seconds since the start and the free disk, so a slow stage or a
+# filling disk shows in CI's log.
+stage() { echo "== $* (at ${SECONDS} s, $(free_disk) free)"; }
+# Kept, the stages' builds and the unstable root add up to 7 GiB, more than some CI machines have
+# free. A stage's own build, which no later stage reads, goes once the stage passed, so a run needs
+# about 4 GiB at its peak (the release build, the unstable root or the ASan build beside it). The
+# release build stays: it is the one the README's other commands use.
+discard() {
+  [ "${UMEM_KEEP_STAGE_OUTPUTS:-0}" = 1 ] && return
+  local d
+  for d in "$@"; do
+    # The unstable root has the source and /proc, /sys, /dev bound into it while its tests run:
+    # never delete through a mount that outlived them.
+    if awk -v d="$(realpath -m "$d")" 'index($5 "/", d "/") == 1 { found = 1 } END { exit !found }' \
+         /proc/self/mountinfo; then
+      echo "test.sh: $d still has a mount inside; not deleting it" >&2
+      return 1
+    fi
+    rm -rf "$d"
+  done
+}
 scripts/install-deps.sh
 # Line tables are all the sanitizers' reports need; full debug info makes every build of this
 # script a fifth slower.
@@ -34,6 +53,7 @@ ctest --test-dir "$dir" --output-on-failure -j 2
 
 stage "the PyTorch extension against PyTorch 2.6.0 and 2.14.1 headers (Debian's packages)"
 tests/torch_extension/check-releases.sh
+discard build/torch-releases
 
 stage "pip install . + the Python tests against the installed package"
 scripts/test-installed-package.sh "$dir"
@@ -45,6 +65,7 @@ if [ "${UMEM_SKIP_UNSTABLE:-0}" != 1 ]; then
   stage "the Python tests with Debian unstable's PyTorch, in a debootstrap root"
   wait "$unstable_root" || { cat build/unstable-root.log >&2; exit 1; }
   tests/python/run-on-debian-unstable.sh
+  discard build/debian-unstable
 fi
 
 if [ "${UMEM_SKIP_ASAN:-0}" != 1 ]; then
@@ -57,6 +78,7 @@ if [ "${UMEM_SKIP_ASAN:-0}" != 1 ]; then
   # start, so their thread_locals are static TLS, which LeakSanitizer scans either way.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$dir" --output-on-failure -j 2
+  discard "$dir"
 fi
 
 if [ "${UMEM_SKIP_TSAN:-0}" != 1 ]; then
@@ -70,15 +92,18 @@ if [ "${UMEM_SKIP_TSAN:-0}" != 1 ]; then
   # first read lock of it. The release and ASan stages run them.
   TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$dir" -L 'machine|allocator|torch_bridge' \
     -E 'FaultInjection\.EveryUpstreamCallMayFailOnce|ForkedChildOn' --output-on-failure -j 2
+  discard "$dir"
 fi
 
 if [ "${UMEM_SKIP_VM:-0}" != 1 ]; then
   stage "multi-NUMA VM suite (4 nodes under QEMU)"
   tests/vm/run-vm-suite.sh || [ $? -eq 77 ]
+  discard build/vm-static
 fi
 
 if [ "${UMEM_SKIP_FUZZ:-0}" != 1 ]; then
   stage "fuzzers (bounded)"
   scripts/run-fuzzers.sh build/fuzz "${UMEM_FUZZ_SECONDS:-10}"
+  discard build/fuzz
 fi
 echo "test.sh: all stages passed in ${SECONDS} s"

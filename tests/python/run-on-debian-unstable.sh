@@ -24,6 +24,8 @@ if [ ! -f "$root/.made" ]; then
   rm -rf "$root"
   debootstrap --variant=minbase --include="$packages" unstable "$root" http://deb.debian.org/debian \
     > "$root.debootstrap.log" 2>&1 || { tail -20 "$root.debootstrap.log" >&2; exit 1; }
+  # The downloaded packages (about 0.4 GB) are installed: nothing reads them again.
+  rm -f "$root"/var/cache/apt/archives/*.deb
   touch "$root/.made"
 fi
 [ "$prepare" = 1 ] && { echo "run-on-debian-unstable: root ready at $root"; exit 0; }
