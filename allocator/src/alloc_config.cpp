@@ -336,7 +336,8 @@ constexpr std::array kRows{
     option_row{{"expandable_segments", "true | false", "true",
                 "Large requests that no free block fits grow one segment in place (reserving "
                 "address space, not memory) instead of taking a new segment, so cached memory "
-                "at its end is not stranded."},
+                "at its end is not stranded. Under an address-space limit (ulimit -v) a host "
+                "segment reserves what the limit leaves."},
                [](alloc_options& o, std::string_view k, std::string_view v) {
                  o.expandable_segments = parse_enum(kBools, k, v);
                },

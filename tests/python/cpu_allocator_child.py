@@ -95,6 +95,18 @@ def out_of_memory():
             "small_after_ok": float(small.sum()) == 1024.0}
 
 
+def address_space_limit():
+    import resource
+    ut.enable_host()
+    with open("/proc/self/status") as f:
+        in_use = next(int(line.split()[1]) << 10 for line in f if line.startswith("VmSize:"))
+    # ulimit -v as a batch system may set it: far below umem's reservations of 256 GiB.
+    resource.setrlimit(resource.RLIMIT_AS, (in_use + (2 << 30), resource.RLIM_INFINITY))
+    made = [torch.ones(n, dtype=torch.uint8) for n in (16 << 20, 64 << 20, 200 << 20)]
+    return {"numel_ones": [int(t.count_nonzero()) for t in made],
+            "umem": [is_umem(t) for t in made]}
+
+
 def profiler():
     ut.enable_host()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
@@ -131,4 +143,5 @@ def workers():
 
 print(json.dumps({"tensors": tensors, "statistics": statistics, "twice": twice,
                   "out_of_memory": out_of_memory, "workers": workers,
+                  "address_space_limit": address_space_limit,
                   "profiler": profiler}[scenario]()))

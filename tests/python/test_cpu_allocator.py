@@ -61,6 +61,13 @@ def test_options_made_before_the_bridge_reach_cpu_tensors(package_dir):
     assert r["small_after_ok"] is True
 
 
+def test_large_cpu_tensors_under_an_address_space_limit(package_dir):
+    # RLIMIT_AS counts reservations: umem's shrink to fit it (host_numa_source.cpp).
+    r = run_child(package_dir, "address_space_limit")
+    assert r["numel_ones"] == [16 << 20, 64 << 20, 200 << 20]
+    assert r["umem"] == [True, True, True]
+
+
 def test_the_profiler_sees_cpu_tensors_made_by_umem(package_dir):
     r = run_child(package_dir, "profiler")
     assert r["empty_memory"] >= 1 << 20  # torch.ones' aten::empty, reported as PyTorch's own is

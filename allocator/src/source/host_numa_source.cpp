@@ -79,6 +79,24 @@ std::size_t rounded(std::size_t bytes) {
   return (bytes + g - 1) / g * g;
 }
 
+// The segment's mapping inside a reservation of `reserve` bytes, or of less where that is refused.
+// A reservation is only address space, yet RLIMIT_AS (`ulimit -v`, which some batch systems set)
+// counts it, and valgrind cannot place one of 256 GiB (the pool's default): halving it down to a
+// plain segment costs a limited process room to grow in place, never the allocation. `reserve`
+// becomes what was reserved; the plain mapping's own error is the one thrown.
+void* reserve_growable(std::size_t size, std::size_t& reserve) {
+  while (reserve > size) {
+    try {
+      return map_aligned(reserve, host_numa_source::granularity, true);
+    } catch (const error& e) {
+      log().debug("host NUMA source: a reservation of {} bytes was refused ({}); trying half",
+                  reserve, e.what());
+      reserve = std::max(size, rounded(reserve / 2));
+    }
+  }
+  return map_aligned(size, host_numa_source::granularity, false);
+}
+
 }  // namespace
 
 host_numa_source::host_numa_source(host_source_config config)
@@ -108,11 +126,11 @@ segment host_numa_source::allocate_growable(std::size_t bytes, std::size_t reser
                                             const node_binding& where, coherence kind) {
   if (bytes == 0) throw_error(errc::invalid_argument, "host NUMA source: size 0 requested");
   const std::size_t size = rounded(bytes);
-  const std::size_t reserve = std::max(size, rounded(reserve_bytes));
+  std::size_t reserve = std::max(size, rounded(reserve_bytes));
   check_binding(where);
 
+  void* base = reserve_growable(size, reserve);
   const bool growable = reserve > size;
-  void* base = map_aligned(reserve, granularity, growable);
   segment s{base, size, where, kind, config_.huge_pages, growable ? reserve : 0};
   try {
     if (growable) os::commit_fixed(base, size);
