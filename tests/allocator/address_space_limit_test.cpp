@@ -99,7 +99,7 @@ TEST(address_space_limit, an_allocation_larger_than_the_limit_allows_is_out_of_m
   }
 }
 
-TEST(address_space_limit, the_allocator_serves_a_large_request_under_a_limit_below_its_reservation) {
+TEST(address_space_limit, the_allocator_serves_a_request_under_a_limit_below_its_reservation) {
   umem::alloc::allocator a(umem::alloc::alloc_options{});
   address_space_limit limit(2 * GiB);
   auto* p = static_cast<unsigned char*>(a.allocate(16 * MiB));
