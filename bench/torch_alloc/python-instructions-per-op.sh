@@ -3,11 +3,10 @@
 # thread), PyTorch's DefaultCPUAllocator against umem (enable_host()), counted by callgrind with
 # its cache simulation. Counts do not depend on the machine's load; the loop is all that is
 # counted: callgrind zeroes its counts when the driver calls os.getppid() just before the loop and
-# dumps them at os.getpgrp() just after it; PYTHONHASHSEED=0 keeps Python's dictionaries probing
-# alike from run to run. Prints per operation: instructions, and first-level
-# data-cache read misses of the simulated cache. The misses move with where the process's objects
-# land (address-space layout randomization), by several per operation between runs of the same
-# allocator: compare them over several runs (`RUNS`, default 1), never one pair.
+# dumps them at os.getpgrp() just after it. Prints per operation: instructions, and first-level
+# data-cache read misses of the simulated cache. PYTHONHASHSEED=0 makes both repeat exactly from
+# run to run; with Python's random hash seeds, PyTorch's count moved by up to 190 instructions and
+# the simulated misses by several per operation. `RUNS=N` repeats each pair.
 #
 #   bench/torch_alloc/python-instructions-per-op.sh [SIZE...]   bytes; default 256 4096 65536
 #
@@ -39,7 +38,8 @@ for size in "${sizes[@]}"; do
   for run in $(seq "$runs"); do
     for allocator in pytorch umem; do
       out="$work/cg.$size.$allocator.$run"
-      PYTHONHASHSEED=0 valgrind --tool=callgrind --cache-sim=yes --zero-before=getppid --dump-before=getpgrp \
+      PYTHONHASHSEED=0 valgrind --tool=callgrind --cache-sim=yes --zero-before=getppid \
+        --dump-before=getpgrp \
         --callgrind-out-file="$out" "$python" -c "$driver" "$root/bench/torch_alloc" "$allocator" \
         "$size" "$iterations" > "$out.log" 2>&1 ||
         { echo "$script: $allocator at $size B failed (log below)" >&2; tail -n 20 "$out.log" >&2
