@@ -101,7 +101,8 @@ def address_space_limit():
     with open("/proc/self/status") as f:
         in_use = next(int(line.split()[1]) << 10 for line in f if line.startswith("VmSize:"))
     # ulimit -v as a batch system may set it: far below umem's reservations of 256 GiB.
-    resource.setrlimit(resource.RLIMIT_AS, (in_use + (2 << 30), resource.RLIM_INFINITY))
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]  # kept: only privilege may raise it
+    resource.setrlimit(resource.RLIMIT_AS, (in_use + (2 << 30), hard))
     made = [torch.ones(n, dtype=torch.uint8) for n in (16 << 20, 64 << 20, 200 << 20)]
     return {"numel_ones": [int(t.count_nonzero()) for t in made],
             "umem": [is_umem(t) for t in made]}
