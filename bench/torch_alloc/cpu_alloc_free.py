@@ -29,14 +29,16 @@ umem's, in PAIRS alternating pairs of timed loops, for the same SIZES, 1 and 2 t
 dispatcher, no tensor: what each allocator costs a CPU tensor. Reported: the median over pairs of
 each, and the lowest and highest per-pair ratio.
 
-Part 3, a small CPU training loop, each contender in a process of its own (umem cannot be switched
-off mid-training), the two alternating for TRAINING_ROUNDS rounds: an MLP (512 -> 512 -> 512 -> 10,
-ReLU, batch 64, cross entropy) and a tiny transformer encoder (2 layers, d_model 128, 4 heads,
-feed-forward 512, sequence 32, batch 8; sized for a 2-core machine), STEPS steps of Adam each with a
-fresh random batch per step, the same seed for both contenders, PyTorch's default intra-op threads,
-no pinning. Reported: the median step time and the total of all steps (median over rounds), and the
-final loss of each contender (equal bit for bit when both computed the same thing; the table says
-whether every round agreed).
+Part 3, a small CPU training loop: an MLP (512 -> 512 -> 512 -> 10, ReLU, batch 64, cross
+entropy) and a tiny transformer encoder (2 layers, d_model 128, 4 heads, feed-forward 512, sequence
+32, batch 8; sized for a 2-core machine), STEPS steps of Adam each with a fresh random batch per
+step, the same seed for both contenders, PyTorch's default intra-op threads, no pinning. Each
+contender trains in a process of its own (umem cannot be switched off mid-training), forked from
+one that imported torch, and the two train in lockstep (lockstep.py), taking turns step by step, as
+do two trials of PyTorch's allocator (the control), for TRAINING_ROUNDS rounds; the ratio and its
+verdict are step_verdict.py's, against 1. Reported per model: the median step time of each, umem /
+PyTorch with its interval and verdict, the control's ratio, and the final loss (equal bit for bit
+when both computed the same thing; the table says whether every trial agreed).
 
     /usr/bin/python3 bench/torch_alloc/cpu_alloc_free.py [--quick]   # from the repository root
 
@@ -54,6 +56,9 @@ import tempfile
 import threading
 import time
 
+import lockstep
+import step_verdict as sv
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 SIZES = [64, 256, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]
@@ -69,9 +74,11 @@ BLOCK = 5  # part 1's interval resamples blocks of this many consecutive pairs
 # A 2-thread Python loop is in the GIL's waking mode when its CPU time per operation and thread is
 # above this many times the same allocator's 1-thread time.
 WAKING_MODE = 1.5
-TRAINING_ROUNDS = 1 if QUICK else 3
+TRAINING_ROUNDS = 1 if QUICK else 5
 STEPS = 10 if QUICK else 200
 CONTENDERS = ("torch", "umem")
+MODELS = ("MLP", "transformer")
+TRIAL_TIMEOUT_S = 600  # one training trial of part 3
 
 LOOP_SOURCE = r"""
 #include <c10/core/CPUAllocator.h>
@@ -314,34 +321,55 @@ def tiny_transformer(nn):
                          nn.Linear(32 * 128, 10))
 
 
-def measure_training(allocator):
+def train_trial(allocator, model_name, turn):
+    """STEPS training steps of `model_name` under `allocator`, each between turn.wait() and
+    turn.done() (lockstep.py): each step's ms and the final loss."""
     torch = start(allocator)
     nn = torch.nn
-    out = {}
-    for model_name in ("MLP", "transformer"):
-        torch.manual_seed(0)
-        if model_name == "MLP":
-            model = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512),
-                                  nn.ReLU(), nn.Linear(512, 10))
-            batch_shape = (64, 512)
-        else:
-            model = tiny_transformer(nn)
-            batch_shape = (8, 32, 128)
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-        generator = torch.Generator().manual_seed(1)
-        steps = []
-        for _ in range(STEPS):
-            t0 = time.perf_counter_ns()
-            x = torch.randn(*batch_shape, generator=generator)
-            y = torch.randint(0, 10, (batch_shape[0],), generator=generator)
-            optimizer.zero_grad(set_to_none=True)
-            loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()
-            steps.append(time.perf_counter_ns() - t0)
-        out[model_name] = {"step": statistics.median(steps), "total": sum(steps),
-                           "loss": loss.item()}
-    return out
+    torch.manual_seed(0)
+    if model_name == "MLP":
+        model = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512),
+                              nn.ReLU(), nn.Linear(512, 10))
+        batch_shape = (64, 512)
+    else:
+        model = tiny_transformer(nn)
+        batch_shape = (8, 32, 128)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    generator = torch.Generator().manual_seed(1)
+    steps = []
+    for _ in range(STEPS):
+        turn.wait()
+        t0 = time.perf_counter_ns()
+        x = torch.randn(*batch_shape, generator=generator)
+        y = torch.randint(0, 10, (batch_shape[0],), generator=generator)
+        optimizer.zero_grad(set_to_none=True)
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        steps.append((time.perf_counter_ns() - t0) / 1e6)
+        turn.done()
+    return {"step_ms": steps, "loss": loss.item()}
+
+
+def measure_training(measured):
+    """Part 3: per round and model, `measured` and PyTorch's allocator train in lockstep, and so do
+    two trials of PyTorch's (the control); which pair and which side goes first alternates from
+    round to round. Every trial record: model, round, pair, side, step_ms, loss."""
+    environment()
+    import torch  # noqa: F401 (once, here: the trials fork from this process)
+    pairs = {"umem": (measured, "torch"), "control": ("torch", "torch")}
+    trials = []
+    for r in range(TRAINING_ROUNDS):
+        turn_order = 1 if r % 2 == 0 else -1
+        for model in MODELS:
+            for pair, (mine, anchor) in list(pairs.items())[::turn_order]:
+                sides = [("measured", mine), ("anchor", anchor)][::turn_order]
+                outs = lockstep.run(
+                    [lambda turn, a=a: train_trial(a, model, turn) for _, a in sides],
+                    [f"{a} {model}" for _, a in sides], STEPS, TRIAL_TIMEOUT_S)
+                trials += [dict(out, model=model, round=r, pair=pair, side=side, allocator=a)
+                           for out, (side, a) in zip(outs, sides)]
+    return trials
 
 
 def machine_facts():
@@ -417,20 +445,37 @@ def print_alloc_free(rounds):
 
 
 def print_training(rounds):
-    print(f"| model ({STEPS} Adam steps) | PyTorch's step (ms) | umem's step (ms) | PyTorch / umem "
-          "| PyTorch's total (s) | umem's total (s) | PyTorch / umem | final loss, PyTorch | "
-          "final loss, umem | equal in every round |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for model in rounds["torch"][0]:
-        step = [statistics.median(run[model]["step"] for run in rounds[a]) / 1e6
-                for a in CONTENDERS]
-        total = [statistics.median(run[model]["total"] for run in rounds[a]) / 1e9
-                 for a in CONTENDERS]
-        losses = [[run[model]["loss"] for run in rounds[a]] for a in CONTENDERS]
-        equal = all(t == u for t, u in zip(*losses))
-        print(f"| {model} | {step[0]:.2f} | {step[1]:.2f} | {step[0] / step[1]:.2f} | "
-              f"{total[0]:.2f} | {total[1]:.2f} | {total[0] / total[1]:.2f} | "
-              f"{losses[0][0]!r} | {losses[1][0]!r} | {'yes' if equal else 'no'} |")
+    """Part 3's table: per model, the lockstep ratios umem / PyTorch and control / PyTorch
+    (step_verdict.py) with their intervals, and umem's verdict on "at least as fast"."""
+    trials = rounds["umem"][0]
+    print(f"| model ({STEPS} Adam steps) | rounds | PyTorch's step (ms) | umem's step (ms) | "
+          f"umem / PyTorch step in lockstep [{sv.CONFIDENCE:.0%} interval] | umem at least as "
+          "fast | control / PyTorch step in lockstep | final loss | equal in every trial |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    timed = slice(STEPS // 2, None)
+    for model in MODELS:
+        mine = [t for t in trials if t["model"] == model]
+        ratios, ci = {}, {}
+        for pair in ("umem", "control"):
+            by_round = {}
+            for t in mine:
+                if t["pair"] == pair:
+                    by_round.setdefault(t["round"], {})[t["side"]] = t["step_ms"]
+            ratios[pair] = [sv.pair_ratio(r["measured"], r["anchor"]) for r in by_round.values()]
+            ci[pair] = sv.interval(ratios[pair])
+        step = {a: statistics.median(statistics.median(t["step_ms"][timed]) for t in mine
+                                     if t["allocator"] == a) for a in CONTENDERS}
+        losses = {t["loss"] for t in mine}
+        print(f"| {model} | {len(ratios['umem'])} | {step['torch']:.2f} | {step['umem']:.2f} | "
+              f"{statistics.median(ratios['umem']):.3f} [{ci['umem'][0]:.3f}, "
+              f"{ci['umem'][1]:.3f}] | {sv.verdict(ci['umem'], ci['control'], 1.0)} | "
+              f"{statistics.median(ratios['control']):.3f} [{ci['control'][0]:.3f}, "
+              f"{ci['control'][1]:.3f}], margin {sv.margin(ci['control']):.3f} | "
+              f"{next(iter(losses))!r} | {'yes' if len(losses) == 1 else 'NO'} |")
+    print("\nIn lockstep the two trials of a pair take turns step by step; a pair's ratio is the "
+          "median of its per-step ratios over the last half of the steps; \"ok\": the interval, "
+          "widened by the control's margin, is at or below 1; \"MISSED\": above 1; "
+          "\"inconclusive\": the two differ by less than the method can tell (step_verdict.py).")
 
 
 def main():
@@ -446,7 +491,7 @@ def main():
     print(machine_facts())
     parts = (("alloc_free", print_alloc_free, ROUNDS, ("umem",)),
              ("allocators", print_allocators, 1, ("umem",)),
-             ("training", print_training, TRAINING_ROUNDS, CONTENDERS))
+             ("training", print_training, 1, ("umem",)))
     for part, show, repeat, contenders in parts:
         rounds = {a: [] for a in contenders}
         for _ in range(repeat):

@@ -1,9 +1,9 @@
-"""How training.py judges a step-time ratio on a machine whose speed changes by up to 1.6 times
-from one second to the next.
+"""How the training benchmarks (training.py on a GPU, cpu_alloc_free.py's part 3) judge a
+step-time ratio on a machine whose speed changes by up to 1.6 times from one second to the next.
 
 Measured on the lent GPU machine (a KVM guest): within one process, blocks of 25 GPT-2 steps ran
 at 12.6 ms and then at 20-22 ms, and back, whatever the allocator, while allocators differ by a
-few percent. So two processes, one per allocator, train in lockstep (training.py): they take turns
+few percent. So two processes, one per allocator, train in lockstep (lockstep.py): they take turns
 step by step, each step of one right after a step of the other, and step i of one is compared
 with step i of the other, which ran a few milliseconds later on the same machine state. A pair's
 ratio is the median over the timed steps (the second half) of those per-step ratios.

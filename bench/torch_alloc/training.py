@@ -30,16 +30,15 @@ umem is found like the GPU tests find it (UMEM_TORCH_LIBRARY, python/ on sys.pat
 import argparse
 import json
 import os
-import signal
 import statistics
 import sys
-import traceback
 
 # Set before torch is imported: torch.cuda.is_available() then asks NVML and leaves CUDA
 # uninitialized, which the forked trials need.
 os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import lockstep  # noqa: E402
 import step_verdict as sv  # noqa: E402
 import workloads  # noqa: E402
 
@@ -64,25 +63,6 @@ def preload():
         sys.exit("training.py: importing the workloads initialized CUDA; trials cannot be forked")
 
 
-class PartnerEnded(Exception):
-    """The other trial of a lockstep pair ended before this one's steps were done."""
-
-
-class Turn:
-    """A trial's side of the lockstep: it waits for its turn on one pipe and hands it back on
-    another (workloads.run calls wait() before every step and done() after it)."""
-
-    def __init__(self, go, back):
-        self.go, self.back = go, back
-
-    def wait(self):
-        if not os.read(self.go, 1):
-            raise PartnerEnded()
-
-    def done(self):
-        os.write(self.back, b".")
-
-
 def child(workload, allocator, steps, turn):
     import torch
     which, settings = ALLOCATORS[allocator]
@@ -91,63 +71,11 @@ def child(workload, allocator, steps, turn):
     return workloads.run(workload, which, None, steps, turn)
 
 
-def step_taken(go, back):
-    """Lets a lockstep child take one step; False where it has ended instead."""
-    try:
-        os.write(go, b".")
-    except BrokenPipeError:
-        return False
-    return os.read(back, 1) == b"."
-
-
 def train(workload, allocators, steps):
     """Trains `allocators` (one, or two in lockstep: step by step in turn, the first one first),
     each in a forked child; their workloads.run results."""
-    n = len(allocators)
-    # Per child: results, go and back pipes; the parent keeps one end of each, the child the other.
-    pipes = [[os.pipe() for _ in range(3)] for _ in range(n)]
-    mine = [(res[1], go[0], back[1]) for res, go, back in pipes]
-    theirs = [(res[0], go[1], back[0]) for res, go, back in pipes]
-    pids = []
-    for k, allocator in enumerate(allocators):
-        pid = os.fork()
-        if pid == 0:
-            for fd in {fd for p in pipes for end in p for fd in end} - set(mine[k]):
-                os.close(fd)
-            signal.alarm(TRIAL_TIMEOUT_S)
-            result, go, back = mine[k]
-            try:
-                out = {"ok": child(workload, allocator, steps, Turn(go, back) if n > 1 else None)}
-            except PartnerEnded:
-                out = {"partner_ended": True}
-            except BaseException:  # noqa: B036 (reported to the parent, whatever it was)
-                out = {"error": traceback.format_exc()}
-            with os.fdopen(result, "w") as f:
-                f.write(json.dumps(out))
-            os._exit(0)  # no atexit handlers of the parent's interpreter
-        pids.append(pid)
-    for fds in mine:
-        for fd in fds:
-            os.close(fd)
-    if n > 1:
-        for _ in range(steps):
-            if not all(step_taken(go, back) for _, go, back in theirs):
-                break  # a child ended: closing its partner's pipes below ends the partner too
-    for _, go, back in theirs:
-        os.close(go)
-        os.close(back)
-    outs = []
-    for (result, _, _), pid, allocator in zip(theirs, pids, allocators):
-        with os.fdopen(result) as f:
-            text = f.read()
-        _, status = os.waitpid(pid, 0)
-        outs.append(json.loads(text) if text else {"error": f"died (wait status {status})"})
-    for out, allocator in zip(outs, allocators):
-        if "error" in out:
-            sys.exit(f"{allocator} {workload} failed:\n{out['error']}")
-    if any("partner_ended" in out for out in outs):
-        sys.exit(f"{workload}: the lockstep pair {allocators} ended early")
-    return [out["ok"] for out in outs]
+    return lockstep.run([lambda turn, al=al: child(workload, al, steps, turn) for al in allocators],
+                        [f"{al} {workload}" for al in allocators], steps, TRIAL_TIMEOUT_S)
 
 
 def rounds_of(trials, workload):

@@ -1,7 +1,8 @@
 """The training benchmark's step-time method without a GPU: the verdict
 (bench/torch_alloc/step_verdict.py) on made-up steps whose true ratio is known, training.py's
-lockstep of two forked trials (with a stand-in for the training), and --from-log printing the
-table from a log."""
+lockstep of two forked trials (with a stand-in for the training), --from-log printing the
+table from a log, and the CPU benchmark's training table (cpu_alloc_free.py's part 3) on made-up
+trials."""
 import json
 import os
 import random
@@ -15,6 +16,7 @@ import pytest
 BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
                      "torch_alloc")
 sys.path.insert(0, BENCH)
+import cpu_alloc_free  # noqa: E402
 import step_verdict as sv  # noqa: E402
 import training  # noqa: E402
 
@@ -170,3 +172,43 @@ def test_training_from_log_prints_the_verdict(tmp_path, factor, expected):
     assert cells[4] == f"{statistics.median(umem):.2f}"  # nor is its trial in the step column
     assert cells[5].endswith(" " + expected)
     assert cells[-2] == "0.991 ok" and cells[-1] == "yes"
+
+
+def cpu_trials(factor, last_loss, rounds=5):
+    """cpu_alloc_free.measure_training's records: per round and model, umem's steps `factor` times
+    PyTorch's, and the control's equal; every loss 2.5 but umem's last one `last_loss`."""
+    rng = random.Random(3)
+    trials = []
+    for r in range(rounds):
+        for model in cpu_alloc_free.MODELS:
+            for pair, f_, measured in (("umem", factor, "umem"), ("control", 1.0, "torch")):
+                a, b = lockstep(f_, 0.02, rng, steps=cpu_alloc_free.STEPS)
+                loss = last_loss if pair == "umem" and r == rounds - 1 else 2.5
+                trials += [dict(model=model, round=r, pair=pair, side="measured",
+                                allocator=measured, step_ms=a, loss=loss),
+                           dict(model=model, round=r, pair=pair, side="anchor",
+                                allocator="torch", step_ms=b, loss=2.5)]
+    return trials
+
+
+@pytest.mark.parametrize("factor,expected", [(0.95, "ok"), (1.0, "inconclusive"),
+                                             (1.06, "MISSED")])
+def test_the_cpu_training_table_judges_umem_against_1(capsys, factor, expected):
+    cpu_alloc_free.print_training({"umem": [cpu_trials(factor, 2.5)]})
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith(("| MLP |", "| transformer |"))]
+    assert len(rows) == 2
+    for row in rows:
+        cells = [c.strip() for c in row.split("|")[1:-1]]
+        assert cells[1] == "5"
+        ratio = float(cells[4].split()[0])
+        assert abs(ratio - factor) < 0.02
+        assert cells[5] == expected
+        assert cells[6].startswith("1.0") or cells[6].startswith("0.99")
+        assert (cells[7], cells[8]) == ("2.5", "yes")
+
+
+def test_the_cpu_training_table_says_when_losses_differ(capsys):
+    cpu_alloc_free.print_training({"umem": [cpu_trials(1.0, 2.75)]})
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| MLP |")]
+    assert rows[0].rstrip(" |").endswith("NO")
