@@ -74,8 +74,16 @@ BLOCK = 5  # part 1's interval resamples blocks of this many consecutive pairs
 # A 2-thread Python loop is in the GIL's waking mode when its CPU time per operation and thread is
 # above this many times the same allocator's 1-thread time.
 WAKING_MODE = 1.5
-TRAINING_ROUNDS = 1 if QUICK else 5
+# 7: the bootstrap's median then stays clear of one round that another process disturbed (a
+# control pair once read 0.62), which at 5 rounds set the interval's end.
+TRAINING_ROUNDS = 1 if QUICK else 7
 STEPS = 10 if QUICK else 200
+# Part 3's trials take turns every this many steps, not every step: the partner's step between two
+# of a trial's evicts its model and optimizer state from the caches, which made every step cold and
+# hid the allocators' difference in the MLP (its per-step ratios then read 0.75-1.04 between two
+# trials of the same allocator). A ratio compares step i of one trial with step i of the other, the
+# same number of steps after a turn began.
+TURN_STEPS = 10
 CONTENDERS = ("torch", "umem")
 MODELS = ("MLP", "transformer")
 TRIAL_TIMEOUT_S = 600  # one training trial of part 3
@@ -322,8 +330,8 @@ def tiny_transformer(nn):
 
 
 def train_trial(allocator, model_name, turn):
-    """STEPS training steps of `model_name` under `allocator`, each between turn.wait() and
-    turn.done() (lockstep.py): each step's ms and the final loss."""
+    """STEPS training steps of `model_name` under `allocator`, TURN_STEPS at a time between
+    turn.wait() and turn.done() (lockstep.py): each step's ms and the final loss."""
     torch = start(allocator)
     nn = torch.nn
     torch.manual_seed(0)
@@ -337,8 +345,9 @@ def train_trial(allocator, model_name, turn):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     generator = torch.Generator().manual_seed(1)
     steps = []
-    for _ in range(STEPS):
-        turn.wait()
+    for i in range(STEPS):
+        if i % TURN_STEPS == 0:
+            turn.wait()
         t0 = time.perf_counter_ns()
         x = torch.randn(*batch_shape, generator=generator)
         y = torch.randint(0, 10, (batch_shape[0],), generator=generator)
@@ -347,7 +356,8 @@ def train_trial(allocator, model_name, turn):
         loss.backward()
         optimizer.step()
         steps.append((time.perf_counter_ns() - t0) / 1e6)
-        turn.done()
+        if i % TURN_STEPS == TURN_STEPS - 1 or i == STEPS - 1:
+            turn.done()
     return {"step_ms": steps, "loss": loss.item()}
 
 
@@ -366,7 +376,8 @@ def measure_training(measured):
                 sides = [("measured", mine), ("anchor", anchor)][::turn_order]
                 outs = lockstep.run(
                     [lambda turn, a=a: train_trial(a, model, turn) for _, a in sides],
-                    [f"{a} {model}" for _, a in sides], STEPS, TRIAL_TIMEOUT_S)
+                    [f"{a} {model}" for _, a in sides], -(-STEPS // TURN_STEPS),
+                    TRIAL_TIMEOUT_S)
                 trials += [dict(out, model=model, round=r, pair=pair, side=side, allocator=a)
                            for out, (side, a) in zip(outs, sides)]
     return trials
@@ -453,6 +464,7 @@ def print_training(rounds):
           "fast | control / PyTorch step in lockstep | final loss | equal in every trial |")
     print("|---|---|---|---|---|---|---|---|---|")
     timed = slice(STEPS // 2, None)
+    per_round = {}
     for model in MODELS:
         mine = [t for t in trials if t["model"] == model]
         ratios, ci = {}, {}
@@ -463,19 +475,26 @@ def print_training(rounds):
                     by_round.setdefault(t["round"], {})[t["side"]] = t["step_ms"]
             ratios[pair] = [sv.pair_ratio(r["measured"], r["anchor"]) for r in by_round.values()]
             ci[pair] = sv.interval(ratios[pair])
+        # Each contender's steps in the umem pairs, the ones the ratio compares.
         step = {a: statistics.median(statistics.median(t["step_ms"][timed]) for t in mine
-                                     if t["allocator"] == a) for a in CONTENDERS}
+                                     if t["pair"] == "umem" and t["allocator"] == a)
+                for a in CONTENDERS}
         losses = {t["loss"] for t in mine}
+        per_round[model] = ratios
         print(f"| {model} | {len(ratios['umem'])} | {step['torch']:.2f} | {step['umem']:.2f} | "
               f"{statistics.median(ratios['umem']):.3f} [{ci['umem'][0]:.3f}, "
               f"{ci['umem'][1]:.3f}] | {sv.verdict(ci['umem'], ci['control'], 1.0)} | "
               f"{statistics.median(ratios['control']):.3f} [{ci['control'][0]:.3f}, "
               f"{ci['control'][1]:.3f}], margin {sv.margin(ci['control']):.3f} | "
               f"{next(iter(losses))!r} | {'yes' if len(losses) == 1 else 'NO'} |")
-    print("\nIn lockstep the two trials of a pair take turns step by step; a pair's ratio is the "
-          "median of its per-step ratios over the last half of the steps; \"ok\": the interval, "
-          "widened by the control's margin, is at or below 1; \"MISSED\": above 1; "
-          "\"inconclusive\": the two differ by less than the method can tell (step_verdict.py).")
+    print(f"\nIn lockstep the two trials of a pair take turns every {TURN_STEPS} steps; a pair's "
+          "ratio is the median of its per-step ratios over the last half of the steps; \"ok\": the "
+          "interval, widened by the control's margin, is at or below 1; \"MISSED\": above 1; "
+          "\"inconclusive\": the two differ by less than the method can tell (step_verdict.py). "
+          "Per round, each pair's ratio:")
+    for model in MODELS:
+        for pair in ("umem", "control"):
+            print(f"- {model} {pair}: " + ", ".join(f"{x:.3f}" for x in per_round[model][pair]))
 
 
 def main():

@@ -17,6 +17,11 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 script=python-instructions-per-op
 source "$root/bench/callgrind_counting.sh"
+# Debian's libtorch links libhwy (through OpenCV's image codecs), whose start-up timer runs
+# rdtscp; valgrind decodes rdtscp only where the CPU reports it, else it stops Python with SIGILL.
+grep -qw rdtscp /proc/cpuinfo ||
+  { echo "$script: this CPU does not report rdtscp, without which valgrind cannot run Debian's" \
+      "PyTorch (libhwy's timer uses it); count on a machine whose CPU reports it" >&2; exit 1; }
 runs="${RUNS:-1}"
 iterations=2000
 python="${PYTHON:-/usr/bin/python3}"  # Debian's, with python3-torch
