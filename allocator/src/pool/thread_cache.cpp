@@ -113,7 +113,11 @@ bool thread_cache::adopt(slab* s) {
 }
 
 void thread_cache::queue_remote(slab* s) {
-  if (s->queued.exchange(true, std::memory_order_relaxed)) return;
+  // Acquire, with take_queued's release: the owner's read of next_queued happens before the
+  // write below. Relaxed, the owner's clearing of `queued` may become visible before that read on
+  // weakly ordered CPUs (Arm), and the owner would follow the link written here (ThreadSanitizer
+  // reported it in slab_test's stress with frees on other threads).
+  if (s->queued.exchange(true, std::memory_order_acquire)) return;
   slab* head = queued_.load(std::memory_order_relaxed);
   do {
     s->next_queued = head;
@@ -124,7 +128,7 @@ void thread_cache::queue_remote(slab* s) {
 void thread_cache::take_queued() {
   for (slab* s = queued_.exchange(nullptr, std::memory_order_acquire); s != nullptr;) {
     slab* next = s->next_queued;
-    s->queued.store(false, std::memory_order_relaxed);
+    s->queued.store(false, std::memory_order_release);  // after reading next_queued
     if (s->collect_remote() != 0 && !s->in_partial && s != active_[s->size_class] &&
         s->free_count != 0)
       list_partial(s);
