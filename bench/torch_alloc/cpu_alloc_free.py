@@ -34,11 +34,11 @@ entropy) and a tiny transformer encoder (2 layers, d_model 128, 4 heads, feed-fo
 32, batch 8; sized for a 2-core machine), STEPS steps of Adam each with a fresh random batch per
 step, the same seed for both contenders, PyTorch's default intra-op threads, no pinning. Each
 contender trains in a process of its own (umem cannot be switched off mid-training), forked from
-one that imported torch, and the two train in lockstep (lockstep.py), taking turns step by step, as
-do two trials of PyTorch's allocator (the control), for TRAINING_ROUNDS rounds; the ratio and its
-verdict are step_verdict.py's, against 1. Reported per model: the median step time of each, umem /
-PyTorch with its interval and verdict, the control's ratio, and the final loss (equal bit for bit
-when both computed the same thing; the table says whether every trial agreed).
+one that imported torch, and the two train in lockstep (lockstep.py), taking turns every TURN_STEPS
+steps, as do two trials of PyTorch's allocator (the control), for TRAINING_ROUNDS rounds; the ratio
+and its verdict are step_verdict.py's, against 1. Reported per model: the median step time of each,
+umem / PyTorch with its interval and verdict, the control's ratio, and the final loss (equal bit for
+bit when both computed the same thing; the table says whether every trial agreed).
 
     /usr/bin/python3 bench/torch_alloc/cpu_alloc_free.py [--quick]   # from the repository root
 
@@ -375,7 +375,7 @@ def measure_training(measured):
             for pair, (mine, anchor) in list(pairs.items())[::turn_order]:
                 sides = [("measured", mine), ("anchor", anchor)][::turn_order]
                 outs = lockstep.run(
-                    [lambda turn, a=a: train_trial(a, model, turn) for _, a in sides],
+                    [lambda turn, a=a, m=model: train_trial(a, m, turn) for _, a in sides],
                     [f"{a} {model}" for _, a in sides], -(-STEPS // TURN_STEPS),
                     TRIAL_TIMEOUT_S)
                 trials += [dict(out, model=model, round=r, pair=pair, side=side, allocator=a)
