@@ -1,6 +1,6 @@
-"""Trials that take turns step by step, each a process forked from the caller (step_verdict.py
-says why the benchmarks compare steps this way). A trial is a function of a Turn: it calls
-turn.wait() before each step and turn.done() after it, and returns a JSON-serializable result.
+"""Trials that take turns, each a process forked from the caller (step_verdict.py says why the
+benchmarks compare steps this way). A trial is a function of a Turn: it calls turn.wait() before
+each turn (one step, or several) and turn.done() after it, and returns a JSON-serializable result.
 
 Forking after `import torch` spares each trial an interpreter start; the caller must not have
 started what a fork cannot carry (a GPU context, an OpenMP thread pool)."""
@@ -40,8 +40,8 @@ def step_taken(go, back):
 
 
 def run(trials, names, steps, timeout_s):
-    """Runs `trials` (one alone with turn None, or several in lockstep: step by step in turn, the
-    first one first), each in a forked child that gets `timeout_s`; their results in order. A trial
+    """Runs `trials` (one alone with turn None, or several in lockstep: `steps` turns each, in
+    turn, the first one first), each in a forked child that gets `timeout_s`; their results in order. A trial
     that fails ends the run with its name and traceback."""
     n = len(trials)
     # Per child: results, go and back pipes; the parent keeps one end of each, the child the other.
