@@ -370,10 +370,8 @@ def measure_training(measured):
     pairs = {"umem": (measured, "torch"), "control": ("torch", "torch")}
     trials = []
     for r in range(TRAINING_ROUNDS):
-        turn_order = 1 if r % 2 == 0 else -1
         for model in MODELS:
-            for pair, (mine, anchor) in list(pairs.items())[::turn_order]:
-                sides = [("measured", mine), ("anchor", anchor)][::turn_order]
+            for pair, sides in lockstep.order(r, pairs):
                 outs = lockstep.run(
                     [lambda turn, a=a, m=model: train_trial(a, m, turn) for _, a in sides],
                     [f"{a} {model}" for _, a in sides], -(-STEPS // TURN_STEPS),
@@ -459,6 +457,7 @@ def print_training(rounds):
     """Part 3's table: per model, the lockstep ratios umem / PyTorch and control / PyTorch
     (step_verdict.py) with their intervals, and umem's verdict on "at least as fast"."""
     trials = rounds["umem"][0]
+    pairs = ("umem", "control")
     print(f"| model ({STEPS} Adam steps) | rounds | PyTorch's step (ms) | umem's step (ms) | "
           f"umem / PyTorch step in lockstep [{sv.CONFIDENCE:.0%} interval] | umem at least as "
           "fast | control / PyTorch step in lockstep | final loss | equal in every trial |")
@@ -466,34 +465,29 @@ def print_training(rounds):
     timed = slice(STEPS // 2, None)
     per_round = {}
     for model in MODELS:
-        mine = [t for t in trials if t["model"] == model]
-        ratios, ci = {}, {}
-        for pair in ("umem", "control"):
-            by_round = {}
-            for t in mine:
-                if t["pair"] == pair:
-                    by_round.setdefault(t["round"], {})[t["side"]] = t["step_ms"]
-            ratios[pair] = [sv.pair_ratio(r["measured"], r["anchor"]) for r in by_round.values()]
-            ci[pair] = sv.interval(ratios[pair])
+        complete = lockstep.complete_rounds([t for t in trials if t["model"] == model], pairs)
+        ratios = {pair: sv.round_ratios(complete, pair) for pair in pairs}
+        ci = {pair: sv.interval(ratios[pair]) for pair in pairs}
         # Each contender's steps in the umem pairs, the ones the ratio compares.
-        step = {a: statistics.median(statistics.median(t["step_ms"][timed]) for t in mine
-                                     if t["pair"] == "umem" and t["allocator"] == a)
+        step = {a: statistics.median(statistics.median(t["step_ms"][timed])
+                                     for r in complete for t in r["umem"] if t["allocator"] == a)
                 for a in CONTENDERS}
-        losses = {t["loss"] for t in mine}
+        losses = {t["loss"] for r in complete for pair in r.values() for t in pair}
         per_round[model] = ratios
-        print(f"| {model} | {len(ratios['umem'])} | {step['torch']:.2f} | {step['umem']:.2f} | "
-              f"{statistics.median(ratios['umem']):.3f} [{ci['umem'][0]:.3f}, "
-              f"{ci['umem'][1]:.3f}] | {sv.verdict(ci['umem'], ci['control'], 1.0)} | "
-              f"{statistics.median(ratios['control']):.3f} [{ci['control'][0]:.3f}, "
-              f"{ci['control'][1]:.3f}], margin {sv.margin(ci['control']):.3f} | "
+        print(f"| {model} | {len(complete)} | {step['torch']:.2f} | {step['umem']:.2f} | "
+              f"{sv.shown(statistics.median(ratios['umem']), ci['umem'])} | "
+              f"{sv.verdict(ci['umem'], ci['control'], 1.0)} | "
+              f"{sv.shown(statistics.median(ratios['control']), ci['control'])}, "
+              f"margin {sv.margin(ci['control']):.3f} | "
               f"{next(iter(losses))!r} | {'yes' if len(losses) == 1 else 'NO'} |")
     print(f"\nIn lockstep the two trials of a pair take turns every {TURN_STEPS} steps; a pair's "
           "ratio is the median of its per-step ratios over the last half of the steps; \"ok\": the "
           "interval, widened by the control's margin, is at or below 1; \"MISSED\": above 1; "
           "\"inconclusive\": the two differ by less than the method can tell (step_verdict.py). "
-          "Per round, each pair's ratio:")
+          "The step columns are the medians of the umem pairs' trials, the steps the ratio "
+          "compares. Per round, each pair's ratio:")
     for model in MODELS:
-        for pair in ("umem", "control"):
+        for pair in pairs:
             print(f"- {model} {pair}: " + ", ".join(f"{x:.3f}" for x in per_round[model][pair]))
 
 

@@ -39,10 +39,30 @@ def step_taken(go, back):
     return os.read(back, 1) == b"."
 
 
-def run(trials, names, steps, timeout_s):
-    """Runs `trials` (one alone with turn None, or several in lockstep: `steps` turns each, in
-    turn, the first one first), each in a forked child that gets `timeout_s`; their results in order. A trial
-    that fails ends the run with its name and traceback."""
+def order(r, pairs):
+    """Round r's lockstep pairs (`pairs`: {pair: (measured, anchor)}) in the order they train, each
+    (pair, [(side, contender), ...]) with its sides in turn order. Which pair and which side goes
+    first alternates from round to round, so that neither gains from going first."""
+    way = 1 if r % 2 == 0 else -1
+    return [(pair, [("measured", measured), ("anchor", anchor)][::way])
+            for pair, (measured, anchor) in list(pairs.items())[::way]]
+
+
+def complete_rounds(trials, pairs):
+    """The complete rounds among trial records (each with its round, pair and side), each
+    {pair: (measured trial, anchor trial)}, in round order; a round cut short is left out."""
+    by_round = {}
+    for t in trials:
+        by_round.setdefault(t["round"], {}).setdefault(t["pair"], {})[t["side"]] = t
+    return [{p: (sides["measured"], sides["anchor"]) for p, sides in by_round[r].items()}
+            for r in sorted(by_round)
+            if set(by_round[r]) == set(pairs) and all(len(x) == 2 for x in by_round[r].values())]
+
+
+def run(trials, names, turns, timeout_s):
+    """Runs `trials` (one alone with turn None, or several in lockstep: `turns` turns each, in
+    turn, the first one first), each in a forked child that gets `timeout_s`; their results in
+    order. A trial that fails ends the run with its name and traceback."""
     n = len(trials)
     # Per child: results, go and back pipes; the parent keeps one end of each, the child the other.
     pipes = [[os.pipe() for _ in range(3)] for _ in range(n)]
@@ -70,7 +90,7 @@ def run(trials, names, steps, timeout_s):
         for fd in fds:
             os.close(fd)
     if n > 1:
-        for _ in range(steps):
+        for _ in range(turns):
             if not all(step_taken(go, back) for _, go, back in theirs):
                 break  # a child ended: closing its partner's pipes below ends the partner too
     for _, go, back in theirs:

@@ -34,6 +34,11 @@ def pair_ratio(steps, anchor_steps):
     return statistics.median(a / b for a, b in zip(steps[timed], anchor_steps[timed]))
 
 
+def round_ratios(rounds, pair):
+    """`pair`'s ratio in each of `rounds` (lockstep.complete_rounds) from its trials' step_ms."""
+    return [pair_ratio(r[pair][0]["step_ms"], r[pair][1]["step_ms"]) for r in rounds]
+
+
 def interval(ratios):
     """The bootstrap interval of the median of `ratios` (one per round), None for no ratio."""
     if not ratios:
@@ -43,6 +48,11 @@ def interval(ratios):
                      for _ in range(RESAMPLES))
     tail = (1 - CONFIDENCE) / 2
     return medians[int(tail * RESAMPLES)], medians[int((1 - tail) * RESAMPLES) - 1]
+
+
+def shown(ratio, ci):
+    """A ratio and its interval as the tables print them."""
+    return f"{ratio:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def margin(control):

@@ -80,17 +80,8 @@ def train(workload, allocators, steps):
 
 def rounds_of(trials, workload):
     """The workload's complete rounds, each {pair: (measured trial, anchor trial)}, in order."""
-    by_round = {}
-    for t in trials:
-        if t["workload"] == workload and t.get("pair"):
-            by_round.setdefault(t["round"], {}).setdefault(t["pair"], {})[t["side"]] = t
-    return [{p: (sides["measured"], sides["anchor"]) for p, sides in by_round[r].items()}
-            for r in sorted(by_round)
-            if set(by_round[r]) == set(PAIRS) and all(len(x) == 2 for x in by_round[r].values())]
-
-
-def shown(x, ci):
-    return f"{x:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+    return lockstep.complete_rounds(
+        [t for t in trials if t["workload"] == workload and t.get("pair")], PAIRS)
 
 
 def report(trials, workloads_run, steps):
@@ -104,8 +95,7 @@ def report(trials, workloads_run, steps):
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     timed = steps - steps // 2
     rounds = {w: rounds_of(trials, w) for w in workloads_run}
-    ratios = {w: {p: [sv.pair_ratio(r[p][0]["step_ms"], r[p][1]["step_ms"]) for r in rounds[w]]
-                  for p in PAIRS} for w in workloads_run}
+    ratios = {w: {p: sv.round_ratios(rounds[w], p) for p in PAIRS} for w in workloads_run}
     for w in workloads_run:
         ci = {p: sv.interval(ratios[w][p]) for p in PAIRS}
         # The trials of the complete rounds (a round cut short is in none of the columns), and
@@ -122,9 +112,9 @@ def report(trials, workloads_run, steps):
                             for al in ("torch", "umem"))
         reserved_ratio = reserved["umem"] / reserved["torch-expandable"]
         print(f"| {w} | {len(rounds[w])} | {step['torch']:.2f} | {step['torch-expandable']:.2f} | "
-              f"{step['umem']:.2f} | {shown(statistics.median(ratios[w]['umem']), ci['umem'])} "
+              f"{step['umem']:.2f} | {sv.shown(statistics.median(ratios[w]['umem']), ci['umem'])} "
               f"{sv.verdict(ci['umem'], ci['control'], STEP_TARGET)} | "
-              f"{shown(statistics.median(ratios[w]['control']), ci['control'])}, margin "
+              f"{sv.shown(statistics.median(ratios[w]['control']), ci['control'])}, margin "
               f"{sv.margin(ci['control']):.3f} | "
               f"{f'{allocations / timed:.0f}' if allocations is not None else '-'} | {driver} | "
               f"{reserved['torch'] / 1e6:.0f} | {reserved['torch-expandable'] / 1e6:.0f} | "
@@ -177,10 +167,8 @@ def main():
         (t,) = train(w, ["torch-expandable"], a.steps)
         log([dict(t, workload=w, name="torch-expandable", round=0)])
     for r in range(a.rounds):
-        pairs = list(PAIRS.items())[::1 if r % 2 == 0 else -1]
         for w in a.workloads:
-            for p, (measured, anchor) in pairs:
-                sides = [("measured", measured), ("anchor", anchor)][::1 if r % 2 == 0 else -1]
+            for p, sides in lockstep.order(r, PAIRS):
                 out = train(w, [al for _, al in sides], a.steps)
                 log([dict(t, workload=w, name=al, round=r, pair=p, side=side)
                      for t, (side, al) in zip(out, sides)])

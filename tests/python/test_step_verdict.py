@@ -17,6 +17,7 @@ BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "be
                      "torch_alloc")
 sys.path.insert(0, BENCH)
 import cpu_alloc_free  # noqa: E402
+import lockstep as ls  # noqa: E402
 import step_verdict as sv  # noqa: E402
 import training  # noqa: E402
 
@@ -135,6 +136,15 @@ def test_a_failing_trial_ends_its_partner_and_the_run(monkeypatch):
         training.train("gpt2", ["umem", "torch-expandable"], 20)
 
 
+def test_which_pair_and_side_goes_first_alternates_by_round():
+    pairs = {"umem": ("umem", "torch"), "control": ("torch", "torch")}
+    assert ls.order(0, pairs) == [("umem", [("measured", "umem"), ("anchor", "torch")]),
+                                  ("control", [("measured", "torch"), ("anchor", "torch")])]
+    assert ls.order(1, pairs) == [("control", [("anchor", "torch"), ("measured", "torch")]),
+                                  ("umem", [("anchor", "torch"), ("measured", "umem")])]
+    assert ls.order(2, pairs) == ls.order(0, pairs)
+
+
 def log_of(factor, rounds, path):
     rng = random.Random(5)
 
@@ -206,6 +216,19 @@ def test_the_cpu_training_table_judges_umem_against_1(capsys, factor, expected):
         assert cells[5] == expected
         assert cells[6].startswith("1.0") or cells[6].startswith("0.99")
         assert (cells[7], cells[8]) == ("2.5", "yes")
+
+
+def test_the_cpu_training_table_leaves_out_a_round_cut_short(capsys):
+    trials = cpu_trials(1.0, 2.5)
+    # A sixth round with one trial, far slower and with another loss: in no column.
+    trials.append(dict(trials[0], round=5, step_ms=[x * 3 for x in trials[0]["step_ms"]],
+                       loss=9.0))
+    cpu_alloc_free.print_training({"umem": [trials]})
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| MLP |"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[1] == "5"
+    assert abs(float(cells[4].split()[0]) - 1.0) < 0.02
+    assert (cells[7], cells[8]) == ("2.5", "yes")
 
 
 def test_the_cpu_training_table_says_when_losses_differ(capsys):
