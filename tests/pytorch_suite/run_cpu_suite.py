@@ -5,9 +5,10 @@ tests the base passes: each of them passes with umem too. Exit status 1 where on
 
 The tests are those of the PyTorch that runs them: the Debian source package of the installed
 python3-torch (its .dsc and upstream tarball from Debian's pool; nothing of it is kept in the
-repository), extracted to a work folder.
+repository), extracted to a work folder; or, with --tests, the test/ folder of a PyTorch checkout
+of the installed release (any PyTorch, Debian's or not).
 
-    python3 tests/pytorch_suite/run_cpu_suite.py [--work DIR] [TEST_FILE ...]
+    python3 tests/pytorch_suite/run_cpu_suite.py [--work DIR] [--tests DIR] [TEST_FILE ...]
     # default files: DEFAULT_FILES below; from the repository root, with
     # UMEM_TORCH_LIBRARY and python/ on PYTHONPATH as for the Python tests
 
@@ -135,6 +136,8 @@ def report(test_file, base, umem):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--work", help="folder for the source and the results (default: a new one)")
+    p.add_argument("--tests", help="PyTorch's test/ folder of the installed release, instead of "
+                   "Debian's source package")
     p.add_argument("files", nargs="*", default=list(DEFAULT_FILES))
     a = p.parse_args()
     work = os.path.abspath(a.work or tempfile.mkdtemp(prefix="umem-pytorch-suite-"))
@@ -144,7 +147,10 @@ def main():
     except ImportError:
         with open(os.path.join(work, "modules", "expecttest.py"), "w") as f:
             f.write(EXPECTTEST)
-    tests = fetch_tests(work, a.files)
+    tests = os.path.abspath(a.tests) if a.tests else fetch_tests(work, a.files)
+    missing = [f for f in a.files if not os.path.exists(os.path.join(tests, f))]
+    if missing:
+        sys.exit(f"run_cpu_suite: {tests} has no {', '.join(missing)}")
     import torch
     print(f"PyTorch {torch.__version__}, tests of {tests}")
     lost = []
